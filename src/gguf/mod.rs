@@ -1,0 +1,1 @@
+//! GGUF files: header, metadata, tensor infos and zero-copy tensor data views.
