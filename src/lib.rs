@@ -3,6 +3,17 @@
 //! The library holds the engine; `src/main.rs` is the command-line front door and
 //! `tools/zipalign` packs models into the executable.
 
+// pub mod app; (enabled once the tokenizer API lands)
+pub mod args;
+pub mod bundle;
+pub mod cli;
+pub mod escapes;
+pub mod generate;
 pub mod gguf;
+pub mod kv_cache;
+pub mod model;
+pub mod ops;
+pub mod perplexity;
 pub mod quant;
+pub mod sampling;
 pub mod tokenizer;

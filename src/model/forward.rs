@@ -1,0 +1,229 @@
+//! The forward pass: a batch of tokens (possibly from several sequences) through every block to
+//! logits. One function reads top to bottom; architecture differences are flags of `Config`.
+
+use super::{Config, FfnActivation, Layer, Model};
+use crate::kv_cache::KvCache;
+use crate::ops::activation::{geglu, swiglu};
+use crate::ops::attention::{attend_one_head, AttnShape};
+use crate::ops::norm::{rms_norm_rows, rms_norm_rows_into};
+use crate::ops::rope::Rope;
+use crate::ops::{matmul, QMat};
+use rayon::prelude::*;
+
+/// Tokens to run in one forward pass. Entry `i` is token `tokens[i]` at position `pos[i]` of
+/// sequence `seq[i]` (an index into the caches); `logits[i]` asks for its output row.
+#[derive(Clone, Debug, Default)]
+pub struct Batch {
+    pub tokens: Vec<u32>,
+    pub pos: Vec<usize>,
+    pub seq: Vec<usize>,
+    pub logits: Vec<bool>,
+}
+
+impl Batch {
+    /// Consecutive tokens of sequence 0 starting at `start`; logits for the last one, or for all.
+    pub fn sequence(tokens: &[u32], start: usize, all_logits: bool) -> Batch {
+        let n = tokens.len();
+        Batch {
+            tokens: tokens.to_vec(),
+            pos: (start..start + n).collect(),
+            seq: vec![0; n],
+            logits: (0..n).map(|i| all_logits || i + 1 == n).collect(),
+        }
+    }
+
+    /// Number of tokens.
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// True when the batch holds no token.
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    /// Number of output rows the forward pass will return.
+    pub fn n_outputs(&self) -> usize {
+        self.logits.iter().filter(|&&l| l).count()
+    }
+}
+
+impl Model {
+    /// Runs `batch`, storing keys and values in `caches[seq]`, and returns the logits of the
+    /// entries that asked for them, `n_vocab` floats each, in batch order.
+    ///
+    /// Panics if a token id is out of the vocabulary or a position is beyond its cache: callers
+    /// validate input first.
+    pub fn forward(&self, batch: &Batch, caches: &mut [KvCache]) -> Vec<f32> {
+        let cfg = &self.config;
+        let file = &*self.file;
+        let n = batch.len();
+        let e = cfg.n_embd;
+        let mut x = vec![0f32; n * e];
+        let embd = self.weights.token_embd.mat(file);
+        for (row, &tok) in x.chunks_exact_mut(e).zip(&batch.tokens) {
+            assert!(
+                (tok as usize) < cfg.n_vocab,
+                "token id {tok} out of vocabulary"
+            );
+            embd.dequantize_row(tok as usize, row);
+            if let Some(s) = cfg.embed_scale {
+                row.iter_mut().for_each(|v| *v *= s);
+            }
+        }
+        let mut scratch = Scratch::new(cfg, n);
+        for (il, layer) in self.weights.layers.iter().enumerate() {
+            self.attention_block(il, layer, batch, caches, &mut x, &mut scratch);
+            self.ffn_block(layer, n, &mut x, &mut scratch);
+        }
+
+        let out_rows: Vec<usize> = (0..n).filter(|&i| batch.logits[i]).collect();
+        let mut h = vec![0f32; out_rows.len() * e];
+        for (dst, &i) in h.chunks_exact_mut(e).zip(&out_rows) {
+            dst.copy_from_slice(&x[i * e..(i + 1) * e]);
+        }
+        rms_norm_rows(&mut h, &self.weights.output_norm, e, cfg.rms_eps);
+        let mut logits = vec![0f32; out_rows.len() * cfg.n_vocab];
+        matmul(
+            &self.weights.output.mat(file),
+            &h,
+            out_rows.len(),
+            &mut logits,
+        );
+        logits
+    }
+
+    fn attention_block(
+        &self,
+        il: usize,
+        layer: &Layer,
+        batch: &Batch,
+        caches: &mut [KvCache],
+        x: &mut [f32],
+        s: &mut Scratch,
+    ) {
+        let cfg = &self.config;
+        let file = &*self.file;
+        let (n, e, hd) = (batch.len(), cfg.n_embd, cfg.head_dim);
+        let (q_dim, kv_dim) = (cfg.n_head * hd, cfg.kv_dim());
+        rms_norm_rows_into(x, &layer.attn_norm, e, cfg.rms_eps, &mut s.h);
+        project(&layer.wq.mat(file), &s.h, n, layer.bq.as_deref(), &mut s.q);
+        project(&layer.wk.mat(file), &s.h, n, layer.bk.as_deref(), &mut s.k);
+        project(&layer.wv.mat(file), &s.h, n, layer.bv.as_deref(), &mut s.v);
+        if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
+            rms_norm_rows(&mut s.q, qn, hd, cfg.rms_eps);
+            rms_norm_rows(&mut s.k, kn, hd, cfg.rms_eps);
+        }
+        let window = cfg.layer_window(il);
+        let rope = Rope {
+            style: cfg.rope_style,
+            n_dims: cfg.rope_dims,
+            freq_base: if window.is_some() {
+                cfg.rope_base_local
+            } else {
+                cfg.rope_base
+            },
+            freq_scale: cfg.rope_freq_scale,
+        };
+        for t in 0..n {
+            let cs = rope.cos_sin(batch.pos[t]);
+            rope.apply_with(&mut s.q[t * q_dim..(t + 1) * q_dim], hd, &cs);
+            rope.apply_with(&mut s.k[t * kv_dim..(t + 1) * kv_dim], hd, &cs);
+            let cache = &mut caches[batch.seq[t]];
+            cache.store(
+                il,
+                batch.pos[t],
+                &s.k[t * kv_dim..(t + 1) * kv_dim],
+                &s.v[t * kv_dim..(t + 1) * kv_dim],
+            );
+            cache.mark_filled(batch.pos[t]);
+        }
+
+        let shape = AttnShape {
+            n_head: cfg.n_head,
+            n_head_kv: cfg.n_head_kv,
+            head_dim: hd,
+            scale: cfg.attn_scale,
+        };
+        let group = cfg.n_head / cfg.n_head_kv;
+        let caches: &[KvCache] = caches;
+        let q = &s.q;
+        s.attn.par_chunks_mut(hd).enumerate().for_each(|(c, out)| {
+            let (t, head) = (c / cfg.n_head, c % cfg.n_head);
+            let pos = batch.pos[t];
+            let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+            let cache = &caches[batch.seq[t]];
+            let qh = &q[t * q_dim + head * hd..][..hd];
+            attend_one_head(
+                &shape,
+                qh,
+                cache.keys(il),
+                cache.values(il),
+                head / group,
+                first,
+                pos,
+                out,
+            );
+        });
+
+        matmul(&layer.wo.mat(file), &s.attn, n, &mut s.h);
+        if let Some(w) = &layer.post_attn_norm {
+            rms_norm_rows(&mut s.h, w, e, cfg.rms_eps);
+        }
+        x.iter_mut().zip(&s.h).for_each(|(a, b)| *a += b);
+    }
+
+    fn ffn_block(&self, layer: &Layer, n: usize, x: &mut [f32], s: &mut Scratch) {
+        let cfg = &self.config;
+        let file = &*self.file;
+        let e = cfg.n_embd;
+        rms_norm_rows_into(x, &layer.ffn_norm, e, cfg.rms_eps, &mut s.h);
+        matmul(&layer.w_gate.mat(file), &s.h, n, &mut s.gate);
+        matmul(&layer.w_up.mat(file), &s.h, n, &mut s.up);
+        match cfg.ffn_act {
+            FfnActivation::Silu => swiglu(&mut s.gate, &s.up),
+            FfnActivation::Gelu => geglu(&mut s.gate, &s.up),
+        }
+        matmul(&layer.w_down.mat(file), &s.gate, n, &mut s.h);
+        if let Some(w) = &layer.post_ffn_norm {
+            rms_norm_rows(&mut s.h, w, e, cfg.rms_eps);
+        }
+        x.iter_mut().zip(&s.h).for_each(|(a, b)| *a += b);
+    }
+}
+
+/// `out = x · Wᵀ (+ bias)`.
+fn project(w: &QMat, x: &[f32], n: usize, bias: Option<&[f32]>, out: &mut [f32]) {
+    matmul(w, x, n, out);
+    if let Some(b) = bias {
+        for row in out.chunks_exact_mut(b.len()) {
+            row.iter_mut().zip(b).for_each(|(o, b)| *o += b);
+        }
+    }
+}
+
+/// Activation buffers reused across layers.
+struct Scratch {
+    h: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    attn: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+}
+
+impl Scratch {
+    fn new(cfg: &Config, n: usize) -> Scratch {
+        let q_dim = cfg.n_head * cfg.head_dim;
+        Scratch {
+            h: vec![0.0; n * cfg.n_embd],
+            q: vec![0.0; n * q_dim],
+            k: vec![0.0; n * cfg.kv_dim()],
+            v: vec![0.0; n * cfg.kv_dim()],
+            attn: vec![0.0; n * q_dim],
+            gate: vec![0.0; n * cfg.n_ff],
+            up: vec![0.0; n * cfg.n_ff],
+        }
+    }
+}

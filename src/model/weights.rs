@@ -1,0 +1,163 @@
+//! Weight lookup by GGUF tensor name. Tensors stay in the mapped file; this module only checks
+//! that each one exists with the expected shape and remembers where it is.
+
+use super::{Config, ModelError};
+use crate::gguf::{GgufFile, TensorInfo};
+use crate::ops::QMat;
+use crate::quant::GgmlType;
+
+/// A named tensor of the model file, shape-checked.
+#[derive(Clone, Debug)]
+pub struct Tensor {
+    pub info: TensorInfo,
+}
+
+impl Tensor {
+    /// The tensor as a matrix of `dims[1]` rows × `dims[0]` columns, borrowing from `file`.
+    pub fn mat<'a>(&self, file: &'a GgufFile) -> QMat<'a> {
+        let d = &self.info.dims;
+        QMat {
+            ty: self.info.ty,
+            rows: d.get(1).copied().unwrap_or(1) as usize,
+            cols: d[0] as usize,
+            data: file.tensor_data(&self.info),
+        }
+    }
+
+    /// The tensor's values as f32 (small vectors: norms and biases).
+    pub fn to_f32(&self, file: &GgufFile) -> Vec<f32> {
+        let m = self.mat(file);
+        let mut out = vec![0f32; m.rows * m.cols];
+        for (r, dst) in out.chunks_exact_mut(m.cols).enumerate() {
+            m.dequantize_row(r, dst);
+        }
+        out
+    }
+}
+
+/// The weights of one transformer block. Norm weights and biases are small and kept as f32.
+pub struct Layer {
+    pub attn_norm: Vec<f32>,
+    pub wq: Tensor,
+    pub wk: Tensor,
+    pub wv: Tensor,
+    pub wo: Tensor,
+    pub bq: Option<Vec<f32>>,
+    pub bk: Option<Vec<f32>>,
+    pub bv: Option<Vec<f32>>,
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
+    pub post_attn_norm: Option<Vec<f32>>,
+    pub ffn_norm: Vec<f32>,
+    pub w_gate: Tensor,
+    pub w_up: Tensor,
+    pub w_down: Tensor,
+    pub post_ffn_norm: Option<Vec<f32>>,
+}
+
+/// All weights of a model.
+pub struct Weights {
+    pub token_embd: Tensor,
+    pub layers: Vec<Layer>,
+    pub output_norm: Vec<f32>,
+    /// The output projection; the token embedding when the model ties them.
+    pub output: Tensor,
+}
+
+impl Weights {
+    /// Looks up and shape-checks every tensor `cfg` needs.
+    pub fn load(file: &GgufFile, cfg: &Config) -> Result<Weights, ModelError> {
+        let l = Lookup { file };
+        let (e, kv, hd, ff) = (cfg.n_embd, cfg.kv_dim(), cfg.head_dim, cfg.n_ff);
+        let q_dim = cfg.n_head * hd;
+        let token_embd = l.tensor("token_embd.weight", &[e, cfg.n_vocab])?;
+        let output = match l.file.tensor("output.weight") {
+            Some(_) => l.tensor("output.weight", &[e, cfg.n_vocab])?,
+            None => token_embd.clone(),
+        };
+        let layers = (0..cfg.n_layer)
+            .map(|i| {
+                let n = |s: &str| format!("blk.{i}.{s}");
+                let opt_vec = |s: &str, len: usize| -> Result<Option<Vec<f32>>, ModelError> {
+                    match l.file.tensor(&n(s)) {
+                        Some(_) => Ok(Some(l.vector(&n(s), len)?)),
+                        None => Ok(None),
+                    }
+                };
+                let need_vec = |s: &str, len: usize| l.vector(&n(s), len);
+                Ok(Layer {
+                    attn_norm: need_vec("attn_norm.weight", e)?,
+                    wq: l.tensor(&n("attn_q.weight"), &[e, q_dim])?,
+                    wk: l.tensor(&n("attn_k.weight"), &[e, kv])?,
+                    wv: l.tensor(&n("attn_v.weight"), &[e, kv])?,
+                    wo: l.tensor(&n("attn_output.weight"), &[q_dim, e])?,
+                    bq: opt_vec("attn_q.bias", q_dim)?,
+                    bk: opt_vec("attn_k.bias", kv)?,
+                    bv: opt_vec("attn_v.bias", kv)?,
+                    q_norm: if cfg.qk_norm {
+                        Some(need_vec("attn_q_norm.weight", hd)?)
+                    } else {
+                        None
+                    },
+                    k_norm: if cfg.qk_norm {
+                        Some(need_vec("attn_k_norm.weight", hd)?)
+                    } else {
+                        None
+                    },
+                    post_attn_norm: if cfg.post_norms {
+                        Some(need_vec("post_attention_norm.weight", e)?)
+                    } else {
+                        None
+                    },
+                    ffn_norm: need_vec("ffn_norm.weight", e)?,
+                    w_gate: l.tensor(&n("ffn_gate.weight"), &[e, ff])?,
+                    w_up: l.tensor(&n("ffn_up.weight"), &[e, ff])?,
+                    w_down: l.tensor(&n("ffn_down.weight"), &[ff, e])?,
+                    post_ffn_norm: if cfg.post_norms {
+                        Some(need_vec("post_ffw_norm.weight", e)?)
+                    } else {
+                        None
+                    },
+                })
+            })
+            .collect::<Result<Vec<_>, ModelError>>()?;
+        Ok(Weights {
+            token_embd,
+            layers,
+            output_norm: l.vector("output_norm.weight", e)?,
+            output,
+        })
+    }
+}
+
+struct Lookup<'a> {
+    file: &'a GgufFile,
+}
+
+impl Lookup<'_> {
+    fn tensor(&self, name: &str, dims: &[usize]) -> Result<Tensor, ModelError> {
+        let info = self
+            .file
+            .tensor(name)
+            .ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
+        let got: Vec<usize> = info.dims.iter().map(|&d| d as usize).collect();
+        if got != dims {
+            return Err(ModelError::TensorShape {
+                name: name.to_string(),
+                want: dims.to_vec(),
+                got,
+            });
+        }
+        if info.ty == GgmlType::Q8_1 || info.ty == GgmlType::Q8K {
+            return Err(ModelError::UnsupportedWeightType {
+                name: name.to_string(),
+                ty: info.ty,
+            });
+        }
+        Ok(Tensor { info: info.clone() })
+    }
+
+    fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
+        Ok(self.tensor(name, &[len])?.to_f32(self.file))
+    }
+}

@@ -1,0 +1,11 @@
+//! The numeric building blocks of a forward pass: matrix products over quantized weights,
+//! normalisation, rotary position embedding, activations and attention. Each works on plain
+//! slices; the model code decides what to call in which order.
+
+pub mod activation;
+pub mod attention;
+pub mod matmul;
+pub mod norm;
+pub mod rope;
+
+pub use matmul::{matmul, QMat};

@@ -1,0 +1,112 @@
+//! Rotary position embedding in ggml's two layouts: `Normal` rotates adjacent pairs (x0,x1),
+//! `Neox` rotates the two halves of the rotated dimensions (x_i, x_{i+d/2}). Angles are built by
+//! repeated multiplication in f32, exactly as ggml builds its cos/sin cache.
+
+/// How the rotated dimensions are paired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeStyle {
+    Normal,
+    Neox,
+}
+
+/// Rotation settings for one layer.
+#[derive(Clone, Copy, Debug)]
+pub struct Rope {
+    pub style: RopeStyle,
+    /// Number of leading dimensions of each head that are rotated.
+    pub n_dims: usize,
+    pub freq_base: f32,
+    /// 1 / linear scaling factor.
+    pub freq_scale: f32,
+}
+
+impl Rope {
+    /// The cos/sin pairs for position `pos`: `n_dims / 2` entries.
+    pub fn cos_sin(&self, pos: usize) -> Vec<(f32, f32)> {
+        let theta_scale = self.freq_base.powf(-2.0 / self.n_dims as f32);
+        let mut theta = pos as f32;
+        (0..self.n_dims / 2)
+            .map(|_| {
+                let t = self.freq_scale * theta;
+                theta *= theta_scale;
+                (t.cos(), t.sin())
+            })
+            .collect()
+    }
+
+    /// Rotates every `head_dim`-long head in `x` (one token's heads, back to back) for `pos`.
+    pub fn apply(&self, x: &mut [f32], head_dim: usize, pos: usize) {
+        let cs = self.cos_sin(pos);
+        self.apply_with(x, head_dim, &cs);
+    }
+
+    /// Like [`Rope::apply`] with a precomputed [`Rope::cos_sin`] table.
+    pub fn apply_with(&self, x: &mut [f32], head_dim: usize, cs: &[(f32, f32)]) {
+        let half = self.n_dims / 2;
+        for head in x.chunks_exact_mut(head_dim) {
+            for (i, &(c, s)) in cs.iter().enumerate() {
+                let (a, b) = match self.style {
+                    RopeStyle::Normal => (2 * i, 2 * i + 1),
+                    RopeStyle::Neox => (i, i + half),
+                };
+                let (x0, x1) = (head[a], head[b]);
+                head[a] = x0 * c - x1 * s;
+                head[b] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn position_zero_is_identity() {
+        let rope = Rope {
+            style: RopeStyle::Neox,
+            n_dims: 4,
+            freq_base: 10000.0,
+            freq_scale: 1.0,
+        };
+        let mut x = vec![1.0, 2.0, 3.0, 4.0];
+        rope.apply(&mut x, 4, 0);
+        assert_eq!(x, vec![1.0, 2.0, 3.0, 4.0]);
+    }
+
+    #[test]
+    fn rotation_preserves_pair_norms() {
+        for style in [RopeStyle::Normal, RopeStyle::Neox] {
+            let rope = Rope {
+                style,
+                n_dims: 4,
+                freq_base: 10000.0,
+                freq_scale: 1.0,
+            };
+            let mut x = vec![1.0, 0.0, 0.0, 1.0];
+            rope.apply(&mut x, 4, 7);
+            let norm: f32 = x.iter().map(|v| v * v).sum();
+            assert!((norm - 2.0).abs() < 1e-5);
+            // first pair rotates by 7 radians
+            let (a, b) = if style == RopeStyle::Normal {
+                (0, 1)
+            } else {
+                (0, 2)
+            };
+            assert!((x[a] - 7f32.cos()).abs() < 1e-6 && (x[b] - 7f32.sin()).abs() < 1e-6);
+        }
+    }
+
+    #[test]
+    fn only_leading_dims_rotate() {
+        let rope = Rope {
+            style: RopeStyle::Normal,
+            n_dims: 2,
+            freq_base: 10000.0,
+            freq_scale: 1.0,
+        };
+        let mut x = vec![1.0, 0.0, 5.0, 6.0];
+        rope.apply(&mut x, 4, 3);
+        assert_eq!(&x[2..], &[5.0, 6.0]);
+    }
+}

@@ -1,0 +1,73 @@
+//! Helpers shared by the integration tests: where the test models and the llama.cpp reference
+//! files live, and how a missing model is reported (a failure when CI demands the models).
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// The four test models: file stem and llama.cpp's own batched-vs-sequential top-5 logit noise.
+pub const MODELS: [(&str, f64); 4] = [
+    ("SmolLM2-135M-Instruct.Q4_1", 0.047),
+    ("gemma-3-270m-q4_k_m", 0.195),
+    ("qwen2.5-coder-0.5b-instruct", 0.057),
+    ("qwen2.5-coder-1.5b-instruct", 0.076),
+];
+
+/// Directory holding the cached GGUF models.
+pub fn models_dir() -> PathBuf {
+    if let Ok(d) = std::env::var("LLAMAFILE_MODELS") {
+        return PathBuf::from(d);
+    }
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    PathBuf::from(home).join(".cache/llamafile-rs/models")
+}
+
+/// The path of model `stem`, or `None` (after saying so) when it is absent and not required.
+/// Panics when it is absent and `LLAMAFILE_REQUIRE_MODELS=1`.
+pub fn model_path(stem: &str) -> Option<PathBuf> {
+    let p = models_dir().join(format!("{stem}.gguf"));
+    if p.exists() {
+        return Some(p);
+    }
+    if std::env::var("LLAMAFILE_REQUIRE_MODELS").as_deref() == Ok("1") {
+        panic!(
+            "test model {} is missing: run packaging/fetch-models.sh all",
+            p.display()
+        );
+    }
+    eprintln!(
+        "skipping: {} not found (run packaging/fetch-models.sh all)",
+        p.display()
+    );
+    None
+}
+
+/// The reference data directory (copied from llama.cpp runs; see its README).
+pub fn reference_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/reference")
+}
+
+/// The parsed reference JSON of model `stem`.
+pub fn reference(stem: &str) -> serde_json::Value {
+    let p = reference_dir().join(format!("{stem}.json"));
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// llama-perplexity's figure for model `stem` from perplexity.md.
+pub fn reference_ppl(stem: &str) -> f64 {
+    let text = std::fs::read_to_string(reference_dir().join("perplexity.md")).unwrap();
+    let prefix = format!("| {stem}.gguf |");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .expect("model in perplexity.md");
+    line.split('|')
+        .nth(3)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
