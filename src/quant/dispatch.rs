@@ -1,0 +1,184 @@
+//! Choosing kernel variants once per process: a table of function pointers per element type,
+//! filled with the scalar reference and then overridden by the best SIMD variant the CPU
+//! supports. `LLAMAFILE_CPU=scalar|avx2|avx512` forces a variant (read once).
+
+use std::sync::OnceLock;
+
+use super::block::{as_blocks, as_blocks_mut};
+use super::GgmlType;
+use super::{bf16, f16, q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, q8_1, q8_k};
+
+/// Dot product of a weight row with an activation row (lengths already checked).
+pub(crate) type VecDotFn = fn(w: &[u8], a: &[u8]) -> f32;
+/// Quantization of an f32 row (lengths already checked).
+pub(crate) type QuantizeFn = fn(src: &[f32], dst: &mut [u8]);
+/// Dequantization of a row (lengths already checked).
+pub(crate) type DequantizeFn = fn(src: &[u8], dst: &mut [f32]);
+
+const N_TYPES: usize = GgmlType::ALL.len();
+
+/// One complete set of kernels.
+#[derive(Clone)]
+pub(crate) struct Kernels {
+    /// `scalar`, `avx2` or `avx512`.
+    pub name: &'static str,
+    /// Indexed by [`slot`] of the weight type; `None` where the type has no dot product.
+    pub vec_dot: [Option<VecDotFn>; N_TYPES],
+    /// Indexed by [`slot`] of the target type; `None` where no quantizer exists.
+    pub quantize: [Option<QuantizeFn>; N_TYPES],
+}
+
+/// The table index of a type.
+#[inline]
+pub(crate) fn slot(ty: GgmlType) -> usize {
+    ty as usize
+}
+
+/// The variant in use (`scalar`, `avx2` or `avx512`).
+pub fn kernel_variant() -> &'static str {
+    kernels().name
+}
+
+/// The kernel table in use, chosen on first call.
+#[inline]
+pub(crate) fn kernels() -> &'static Kernels {
+    static KERNELS: OnceLock<Kernels> = OnceLock::new();
+    KERNELS.get_or_init(|| {
+        let forced = std::env::var("LLAMAFILE_CPU").ok();
+        let (k, warning) = choose(forced.as_deref(), available());
+        if let Some(w) = warning {
+            eprintln!("warning: {w}");
+        }
+        k
+    })
+}
+
+/// Picks the variant named by `forced` (`LLAMAFILE_CPU`), or the best of `available` when it
+/// is unset, empty or `auto`. An unknown or unavailable name falls back to the best variant,
+/// with a warning to print.
+pub(crate) fn choose(
+    forced: Option<&str>,
+    mut available: Vec<Kernels>,
+) -> (Kernels, Option<String>) {
+    let best = available.len() - 1;
+    match forced.map(str::trim) {
+        None | Some("") | Some("auto") => (available.swap_remove(best), None),
+        Some(want) => match available.iter().position(|k| k.name == want) {
+            Some(i) => (available.swap_remove(i), None),
+            None => {
+                let names: Vec<_> = available.iter().map(|k| k.name).collect();
+                let warning = format!(
+                    "LLAMAFILE_CPU={want} is not available on this CPU (have: {}); using {}",
+                    names.join(", "),
+                    names[best]
+                );
+                (available.swap_remove(best), Some(warning))
+            }
+        },
+    }
+}
+
+/// Every variant this CPU can run, worst first (the scalar reference is always first).
+pub(crate) fn available() -> Vec<Kernels> {
+    #[allow(unused_mut)]
+    let mut out = vec![scalar()];
+    #[cfg(target_arch = "x86_64")]
+    {
+        if let Some(k) = super::x86::avx2(scalar()) {
+            out.push(k.clone());
+            if let Some(k) = super::x86::avx512(k) {
+                out.push(k);
+            }
+        }
+    }
+    out
+}
+
+/// The scalar reference table.
+pub(crate) fn scalar() -> Kernels {
+    let mut k = Kernels {
+        name: "scalar",
+        vec_dot: [None; N_TYPES],
+        quantize: [None; N_TYPES],
+    };
+    use GgmlType as T;
+    let dots: [(T, VecDotFn); 13] = [
+        (T::F32, dot_f32),
+        (T::F16, f16::vec_dot),
+        (T::BF16, bf16::vec_dot),
+        (T::Q4_0, |w, a| q4_0::vec_dot(as_blocks(w), as_blocks(a))),
+        (T::Q4_1, |w, a| q4_1::vec_dot(as_blocks(w), as_blocks(a))),
+        (T::Q5_0, |w, a| q5_0::vec_dot(as_blocks(w), as_blocks(a))),
+        (T::Q5_1, |w, a| q5_1::vec_dot(as_blocks(w), as_blocks(a))),
+        (T::Q8_0, |w, a| q8_0::vec_dot(as_blocks(w), as_blocks(a))),
+        (T::Q2K, |w, a| q2_k::vec_dot(as_blocks(w), as_blocks(a))),
+        (T::Q3K, |w, a| q3_k::vec_dot(as_blocks(w), as_blocks(a))),
+        (T::Q4K, |w, a| q4_k::vec_dot(as_blocks(w), as_blocks(a))),
+        (T::Q5K, |w, a| q5_k::vec_dot(as_blocks(w), as_blocks(a))),
+        (T::Q6K, |w, a| q6_k::vec_dot(as_blocks(w), as_blocks(a))),
+    ];
+    for (t, f) in dots {
+        k.vec_dot[slot(t)] = Some(f);
+    }
+    let quants: [(T, QuantizeFn); 10] = [
+        (T::F32, quantize_f32),
+        (T::F16, f16::quantize),
+        (T::BF16, bf16::quantize),
+        (T::Q4_0, |x, y| q4_0::quantize(x, as_blocks_mut(y))),
+        (T::Q4_1, |x, y| q4_1::quantize(x, as_blocks_mut(y))),
+        (T::Q5_0, |x, y| q5_0::quantize(x, as_blocks_mut(y))),
+        (T::Q5_1, |x, y| q5_1::quantize(x, as_blocks_mut(y))),
+        (T::Q8_0, |x, y| q8_0::quantize(x, as_blocks_mut(y))),
+        (T::Q8_1, |x, y| q8_1::quantize(x, as_blocks_mut(y))),
+        (T::Q8K, |x, y| q8_k::quantize(x, as_blocks_mut(y))),
+    ];
+    for (t, f) in quants {
+        k.quantize[slot(t)] = Some(f);
+    }
+    k
+}
+
+/// The dequantizer of a type (scalar; dequantization is off the hot path).
+pub(crate) fn scalar_dequantize(ty: GgmlType) -> DequantizeFn {
+    use GgmlType as T;
+    match ty {
+        T::F32 => dequantize_f32,
+        T::F16 => f16::dequantize,
+        T::BF16 => bf16::dequantize,
+        T::Q4_0 => |x, y| q4_0::dequantize(as_blocks(x), y),
+        T::Q4_1 => |x, y| q4_1::dequantize(as_blocks(x), y),
+        T::Q5_0 => |x, y| q5_0::dequantize(as_blocks(x), y),
+        T::Q5_1 => |x, y| q5_1::dequantize(as_blocks(x), y),
+        T::Q8_0 => |x, y| q8_0::dequantize(as_blocks(x), y),
+        T::Q8_1 => |x, y| q8_1::dequantize(as_blocks(x), y),
+        T::Q2K => |x, y| q2_k::dequantize(as_blocks(x), y),
+        T::Q3K => |x, y| q3_k::dequantize(as_blocks(x), y),
+        T::Q4K => |x, y| q4_k::dequantize(as_blocks(x), y),
+        T::Q5K => |x, y| q5_k::dequantize(as_blocks(x), y),
+        T::Q6K => |x, y| q6_k::dequantize(as_blocks(x), y),
+        T::Q8K => |x, y| q8_k::dequantize(as_blocks(x), y),
+    }
+}
+
+fn dequantize_f32(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(4).zip(dst.iter_mut()) {
+        *y = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    }
+}
+
+fn quantize_f32(src: &[f32], dst: &mut [u8]) {
+    for (x, b) in src.iter().zip(dst.chunks_exact_mut(4)) {
+        b.copy_from_slice(&x.to_le_bytes());
+    }
+}
+
+/// F32 · F32, accumulated in f64 as ggml's generic `ggml_vec_dot_f32`.
+fn dot_f32(w: &[u8], a: &[u8]) -> f32 {
+    let mut sum = 0f64;
+    for (x, y) in w.chunks_exact(4).zip(a.chunks_exact(4)) {
+        let x = f32::from_le_bytes([x[0], x[1], x[2], x[3]]);
+        let y = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
+        sum += (x * y) as f64;
+    }
+    sum as f32
+}

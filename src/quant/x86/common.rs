@@ -1,0 +1,144 @@
+//! Small AVX2 building blocks shared by the x86 kernels: loads from typed slices, horizontal
+//! sums, nibble and bit unpacking, and the two flavours of the u8×i8 multiply-accumulate
+//! (`vpmaddubsw` + `vpmaddwd` on AVX2, `vpdpbusd` with AVX-512 VNNI).
+
+use std::arch::x86_64::*;
+
+/// 16 bytes from the start of `s`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn ld16(s: &[u8]) -> __m128i {
+    assert!(s.len() >= 16);
+    // SAFETY: at least 16 readable bytes; unaligned load.
+    unsafe { _mm_loadu_si128(s.as_ptr().cast()) }
+}
+
+/// 32 bytes from the start of `s`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn ld32(s: &[u8]) -> __m256i {
+    assert!(s.len() >= 32);
+    // SAFETY: at least 32 readable bytes; unaligned load.
+    unsafe { _mm256_loadu_si256(s.as_ptr().cast()) }
+}
+
+/// 32 signed bytes from the start of `s`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn ld32i(s: &[i8]) -> __m256i {
+    assert!(s.len() >= 32);
+    // SAFETY: at least 32 readable bytes; unaligned load.
+    unsafe { _mm256_loadu_si256(s.as_ptr().cast()) }
+}
+
+/// Eight f32 from the start of `s`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn ld8f(s: &[f32]) -> __m256 {
+    assert!(s.len() >= 8);
+    // SAFETY: at least 8 readable floats; unaligned load.
+    unsafe { _mm256_loadu_ps(s.as_ptr()) }
+}
+
+/// Stores 32 bytes at the start of `d`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn st32i(d: &mut [i8], v: __m256i) {
+    assert!(d.len() >= 32);
+    // SAFETY: at least 32 writable bytes; unaligned store.
+    unsafe { _mm256_storeu_si256(d.as_mut_ptr().cast(), v) }
+}
+
+/// f16 (little-endian bytes) to f32 with F16C.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) fn f16(b: [u8; 2]) -> f32 {
+    _mm_cvtss_f32(_mm_cvtph_ps(
+        _mm_cvtsi32_si128(u16::from_le_bytes(b) as i32),
+    ))
+}
+
+/// Sum of eight f32 lanes, in ggml's `hsum_float_8` order.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn hsum_f32_8(x: __m256) -> f32 {
+    let r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+    let r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    let r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    _mm_cvtss_f32(r)
+}
+
+/// Sum of four i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn hsum_i32_4(a: __m128i) -> i32 {
+    let a = _mm_add_epi32(a, _mm_unpackhi_epi64(a, a));
+    let a = _mm_add_epi32(a, _mm_shuffle_epi32::<0b10_11_00_01>(a));
+    _mm_cvtsi128_si32(a)
+}
+
+/// Sum of eight i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn hsum_i32_8(a: __m256i) -> i32 {
+    hsum_i32_4(_mm_add_epi32(
+        _mm256_castsi256_si128(a),
+        _mm256_extracti128_si256::<1>(a),
+    ))
+}
+
+/// 16 packed nibble pairs to 32 bytes: low nibbles first, then high nibbles (the Q4_0 order).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn nibbles_32(qs: &[u8]) -> __m256i {
+    let t = ld16(qs);
+    let b = _mm256_set_m128i(_mm_srli_epi16::<4>(t), t);
+    _mm256_and_si256(b, _mm256_set1_epi8(0x0f))
+}
+
+/// 32 bits to 32 bytes of 0x00 / 0xFF (bit `i` of the little-endian word to byte `i`).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn bits_to_bytes_32(bits: [u8; 4]) -> __m256i {
+    let shuf = _mm256_set_epi64x(
+        0x0303_0303_0303_0303,
+        0x0202_0202_0202_0202,
+        0x0101_0101_0101_0101,
+        0,
+    );
+    let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(i32::from_le_bytes(bits)), shuf);
+    // Set every bit except the one this byte tests; the byte is all ones iff that bit was set.
+    let others = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe);
+    _mm256_cmpeq_epi8(_mm256_or_si256(bytes, others), _mm256_set1_epi64x(-1))
+}
+
+/// Bytes of `v` whose bits under `mask` (one bit, broadcast) are set become `val`, others 0.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn select_bit(v: __m256i, mask: __m256i, val: __m256i) -> __m256i {
+    _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, mask), mask), val)
+}
+
+/// Unsigned × signed bytes, each group of four adjacent products summed into an i32 lane, with
+/// `vpmaddubsw` (i16 pairs, saturating: callers keep |a·b| pairs below 2^15) and `vpmaddwd`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn mul_sum_us8_avx2(ax: __m256i, sy: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1))
+}
+
+/// As [`mul_sum_us8_avx2`], with AVX-512 VNNI's `vpdpbusd` (no intermediate saturation).
+#[inline]
+#[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
+pub(super) fn mul_sum_us8_vnni(ax: __m256i, sy: __m256i) -> __m256i {
+    _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sy)
+}
+
+/// Products of `q` (16 u8 pairs summed as i16 by `vpmaddubsw`) with a scale per 16 elements:
+/// `lo` for the low 128-bit half, `hi` for the high half; eight i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn mul_scaled_16(q: __m256i, y: __m256i, lo: i16, hi: i16) -> __m256i {
+    let sc = _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo));
+    _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), sc)
+}
