@@ -1,0 +1,199 @@
+//! Comparisons with llama.cpp on the four real test models: every `tokenize` string and every
+//! `generate` prompt of `tests/data/reference/<model>.json` must give exactly llama.cpp's ids,
+//! and decoding must give the text back.
+//!
+//! The models are found in `$LLAMAFILE_MODELS` or `~/.cache/llamafile-rs/models`. Without them
+//! the tests print a note and pass, unless `LLAMAFILE_REQUIRE_MODELS=1` (CI), where they fail.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::{DetokenizeOptions, StreamDecoder, Tokenizer};
+use crate::gguf::GgufFile;
+
+#[derive(Deserialize)]
+struct Reference {
+    tokenize: Vec<TokenizeCase>,
+    generate: Vec<GenerateCase>,
+}
+
+#[derive(Deserialize)]
+struct TokenizeCase {
+    text: String,
+    ids: Vec<u32>,
+}
+
+#[derive(Deserialize)]
+struct GenerateCase {
+    prompt: String,
+    prompt_ids: Vec<u32>,
+    steps: Vec<Step>,
+}
+
+#[derive(Deserialize)]
+struct Step {
+    id: u32,
+    piece: String,
+}
+
+fn models_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("LLAMAFILE_MODELS") {
+        return PathBuf::from(dir);
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    home.join(".cache/llamafile-rs/models")
+}
+
+/// The model's tokenizer and llama.cpp's reference, or `None` (with a note) when the model is
+/// absent and not required.
+fn load(model: &str) -> Option<(Tokenizer, Reference)> {
+    let path = models_dir().join(format!("{model}.gguf"));
+    if !path.exists() {
+        let required = std::env::var("LLAMAFILE_REQUIRE_MODELS").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "{} is missing and LLAMAFILE_REQUIRE_MODELS=1",
+            path.display()
+        );
+        eprintln!(
+            "skipping {model}: {} not found (run packaging/fetch-models.sh all)",
+            path.display()
+        );
+        return None;
+    }
+    let gguf = GgufFile::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let tokenizer = Tokenizer::from_gguf(&gguf).unwrap_or_else(|e| panic!("{model}: {e}"));
+    let json = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("tests/data/reference/{model}.json"));
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{}: {e}", json.display()));
+    let reference =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", json.display()));
+    Some((tokenizer, reference))
+}
+
+fn check_model(model: &str) {
+    let Some((tok, reference)) = load(model) else {
+        return;
+    };
+    let mut failures = Vec::new();
+    let shown = DetokenizeOptions {
+        remove_special: true,
+        render_special: true,
+    };
+
+    for case in &reference.tokenize {
+        let ids = tok.encode(&case.text, false, false);
+        if ids != case.ids {
+            failures.push(format!(
+                "tokenize {:?}:\n  got  {ids:?}\n  want {:?}",
+                case.text, case.ids
+            ));
+        }
+        let back = tok.decode(&case.ids);
+        if back != case.text {
+            failures.push(format!("decode {:?} gave {back:?}", case.text));
+        }
+        // one token at a time: only whole characters, and the same text in the end
+        let mut stream = StreamDecoder::new(false);
+        let mut streamed = String::new();
+        for &id in &case.ids {
+            let chunk = stream.push(&tok, id);
+            if chunk.contains('\u{FFFD}') {
+                failures.push(format!(
+                    "stream {:?} emitted a broken character at id {id}",
+                    case.text
+                ));
+            }
+            streamed.push_str(&chunk);
+        }
+        streamed.push_str(&stream.flush());
+        if streamed != case.text {
+            failures.push(format!("stream {:?} gave {streamed:?}", case.text));
+        }
+    }
+
+    for case in &reference.generate {
+        let ids = tok.encode(&case.prompt, true, true);
+        if ids != case.prompt_ids {
+            let first = ids.iter().zip(&case.prompt_ids).position(|(a, b)| a != b);
+            failures.push(format!(
+                "prompt {:?}: {} ids vs {}, first difference at {first:?}",
+                case.prompt.chars().take(60).collect::<String>(),
+                ids.len(),
+                case.prompt_ids.len()
+            ));
+        }
+        let back = tok.detokenize(&case.prompt_ids, shown);
+        if back != case.prompt.as_bytes() {
+            failures.push(format!(
+                "prompt {:?} does not detokenize back",
+                case.prompt.chars().take(60).collect::<String>()
+            ));
+        }
+        for (i, step) in case.steps.iter().enumerate() {
+            let piece = String::from_utf8_lossy(tok.token_to_piece(step.id, true));
+            if piece != step.piece {
+                failures.push(format!(
+                    "piece of {}: got {piece:?}, want {:?}",
+                    step.id, step.piece
+                ));
+            }
+            let last_of_stopped = i + 1 == case.steps.len() && case.steps.len() < 48;
+            if tok.is_eog(step.id) != last_of_stopped {
+                failures.push(format!("is_eog({}) should be {last_of_stopped}", step.id));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{model}: {} mismatches with llama.cpp:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn smollm2_matches_llama_cpp() {
+    check_model("SmolLM2-135M-Instruct.Q4_1");
+}
+
+#[test]
+fn gemma3_matches_llama_cpp() {
+    check_model("gemma-3-270m-q4_k_m");
+}
+
+#[test]
+fn qwen25_coder_05b_matches_llama_cpp() {
+    check_model("qwen2.5-coder-0.5b-instruct");
+}
+
+#[test]
+fn qwen25_coder_15b_matches_llama_cpp() {
+    check_model("qwen2.5-coder-1.5b-instruct");
+}
+
+#[test]
+fn special_tokens_of_real_models() {
+    let Some((qwen, _)) = load("qwen2.5-coder-0.5b-instruct") else {
+        return;
+    };
+    assert_eq!(qwen.token_id("<|im_end|>"), Some(151645));
+    assert!(qwen.is_eog(151645) && qwen.is_eog(151643));
+    assert!(!qwen.add_bos());
+    assert_eq!(qwen.encode("<|im_start|>", false, true), [151644]);
+    // user-defined tokens are split out even without parse_special
+    assert_eq!(qwen.encode("<tool_call>", false, false), [151657]);
+    let Some((gemma, _)) = load("gemma-3-270m-q4_k_m") else {
+        return;
+    };
+    assert_eq!(gemma.bos(), Some(2));
+    assert!(
+        gemma.add_bos()
+            && gemma.is_eog(1)
+            && gemma.is_eog(gemma.token_id("<end_of_turn>").unwrap())
+    );
+    assert_eq!(gemma.encode("", true, false), [2]);
+}
