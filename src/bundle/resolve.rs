@@ -1,0 +1,72 @@
+//! `-m NAME` → the file and byte range holding a GGUF: a file on disk first (a plain GGUF, or
+//! a llamafile holding exactly one `.gguf`), then the entry `NAME` or `/zip/NAME` of our own ZIP.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use super::{Bundle, BundleError};
+
+/// The bytes of a GGUF: `len` bytes at `offset` of `path`. `offset` is a multiple of
+/// [`super::MIN_DATA_ALIGNMENT`]; it is 0 for a plain GGUF file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelLocation {
+    pub path: PathBuf,
+    pub offset: u64,
+    pub len: u64,
+}
+
+const GGUF_MAGIC: &[u8; 4] = b"GGUF";
+
+/// Resolves a model argument; `own` is our own executable's ZIP, if it has one.
+pub fn resolve_model(arg: &str, own: Option<&Bundle>) -> Result<ModelLocation, BundleError> {
+    if !arg.starts_with("/zip/") {
+        let path = Path::new(arg);
+        if path.is_file() {
+            return locate_on_disk(path);
+        }
+    }
+    match own {
+        Some(bundle) if bundle.entry(arg).is_some() => bundle.locate(arg),
+        _ => Err(BundleError::ModelNotFound {
+            name: arg.to_string(),
+            own: own.map(|b| b.path().to_path_buf()),
+        }),
+    }
+}
+
+fn locate_on_disk(path: &Path) -> Result<ModelLocation, BundleError> {
+    let io_error = |source| BundleError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = File::open(path).map_err(io_error)?;
+    let len = file.metadata().map_err(io_error)?.len();
+    let mut magic = [0u8; 4];
+    if len >= 4 {
+        file.read_exact(&mut magic).map_err(io_error)?;
+    }
+    if &magic == GGUF_MAGIC {
+        return Ok(ModelLocation {
+            path: path.to_path_buf(),
+            offset: 0,
+            len,
+        });
+    }
+    let Some(bundle) = Bundle::open(path)? else {
+        return Err(BundleError::NotAModel {
+            path: path.to_path_buf(),
+        });
+    };
+    let ggufs: Vec<_> = bundle.gguf_entries().collect();
+    match ggufs.as_slice() {
+        [only] => bundle.location_of(only),
+        [] => Err(BundleError::NoGgufInside {
+            path: path.to_path_buf(),
+        }),
+        several => Err(BundleError::SeveralGgufInside {
+            path: path.to_path_buf(),
+            names: several.iter().map(|e| e.name.clone()).collect(),
+        }),
+    }
+}
