@@ -336,3 +336,11 @@ fn args_from_the_zip_are_merged_into_argv() {
     ));
     assert_eq!(one_line(&err), ".args:2:4: unterminated double quote");
 }
+
+#[test]
+fn an_executable_without_a_zip_opens_as_none() {
+    // This test binary has nothing appended: no false end record in its own bytes.
+    assert!(Bundle::open_self().unwrap().is_none());
+    let argv = os(&["prog", "-n", "1"]);
+    assert_eq!(args::expand_from_own_zip(argv.clone()).unwrap(), argv);
+}

@@ -4,7 +4,7 @@
 //! Owns: finding the ZIP ([`directory`], ZIP64 aware), checking that an entry can be mapped
 //! (stored, aligned), reading small entries, and [`resolve_model`]. It does not map or parse
 //! GGUF data (that is `gguf`'s job, given a [`ModelLocation`]) and does not write ZIPs
-//! (`tools/zipalign` does, with [`format`]'s constants and [`crc32`]).
+//! (`tools/zipalign` does, with [`format`](mod@format)'s constants and [`crc32`](mod@crc32)).
 //!
 //! ```no_run
 //! use llamafile::bundle::{resolve_model, Bundle};
