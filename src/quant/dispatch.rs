@@ -10,6 +10,10 @@ use super::{bf16, f16, q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_
 
 /// Dot product of a weight row with an activation row (lengths already checked).
 pub(crate) type VecDotFn = fn(w: &[u8], a: &[u8]) -> f32;
+/// Dot products of a weight row with `out.len()` activation rows of `row_bytes` bytes each,
+/// `stride` bytes apart (lengths already checked); must give [`VecDotFn`]'s bits per row.
+pub(crate) type VecDotRowsFn =
+    fn(w: &[u8], acts: &[u8], stride: usize, row_bytes: usize, out: &mut [f32]);
 /// Quantization of an f32 row (lengths already checked).
 pub(crate) type QuantizeFn = fn(src: &[f32], dst: &mut [u8]);
 /// Dequantization of a row (lengths already checked).
@@ -24,6 +28,9 @@ pub(crate) struct Kernels {
     pub name: &'static str,
     /// Indexed by [`slot`] of the weight type; `None` where the type has no dot product.
     pub vec_dot: [Option<VecDotFn>; N_TYPES],
+    /// Multi-row variants, where a kernel reuses each decoded weight block; `None` means loop
+    /// over `vec_dot`.
+    pub vec_dot_rows: [Option<VecDotRowsFn>; N_TYPES],
     /// Indexed by [`slot`] of the target type; `None` where no quantizer exists.
     pub quantize: [Option<QuantizeFn>; N_TYPES],
 }
@@ -99,6 +106,7 @@ pub(crate) fn scalar() -> Kernels {
     let mut k = Kernels {
         name: "scalar",
         vec_dot: [None; N_TYPES],
+        vec_dot_rows: [None; N_TYPES],
         quantize: [None; N_TYPES],
     };
     use GgmlType as T;

@@ -139,6 +139,9 @@ pub fn vec_dot_rows(
         acts.len(),
         out.len()
     );
+    if let Some(f) = dispatch::kernels().vec_dot_rows[dispatch::slot(ty)] {
+        return f(w, acts, act_stride, row_bytes, out);
+    }
     let f = dot_fn(ty);
     for (i, o) in out.iter_mut().enumerate() {
         *o = f(w, &acts[i * act_stride..i * act_stride + row_bytes]);

@@ -360,25 +360,46 @@ fn round_trip_error_bounds() {
     }
 }
 
+/// Multi-row dot products give each row exactly the bits of the single-row kernel, for every
+/// variant and for row counts that exercise full groups and remainders.
 #[test]
 fn vec_dot_rows_equals_vec_dot() {
     let mut rng = Rng(5);
-    for ty in weight_types() {
-        let n = 512;
-        let at = ty.vec_dot_type();
-        let row = at.bytes_for(n as u64).unwrap() as usize;
-        let stride = row + 6;
-        let w = random_weights(ty, n, &mut rng);
-        let mut acts = vec![0u8; stride * 3];
-        for r in 0..3 {
-            let (_, a) = random_activations(at, n, &mut rng);
-            acts[r * stride..r * stride + row].copy_from_slice(&a);
-        }
-        let mut out = [0f32; 3];
-        vec_dot_rows(ty, n, &w, &acts, stride, &mut out);
-        for (r, o) in out.iter().enumerate() {
-            let one = vec_dot(ty, n, &w, &acts[r * stride..r * stride + row]);
-            assert_eq!(o.to_bits(), one.to_bits(), "{ty} row {r}");
+    for k in dispatch::available() {
+        for ty in weight_types() {
+            let n = 512;
+            let at = ty.vec_dot_type();
+            let row = at.bytes_for(n as u64).unwrap() as usize;
+            let stride = row + 6;
+            let w = random_weights(ty, n, &mut rng);
+            let mut acts = vec![0u8; stride * 9];
+            for r in 0..9 {
+                let (_, a) = random_activations(at, n, &mut rng);
+                acts[r * stride..r * stride + row].copy_from_slice(&a);
+            }
+            let single = k.vec_dot[slot(ty)].unwrap();
+            let want: Vec<f32> = (0..9)
+                .map(|r| single(&w, &acts[r * stride..][..row]))
+                .collect();
+            for rows in [1, 3, 4, 9] {
+                let mut out = vec![0f32; rows];
+                match k.vec_dot_rows[slot(ty)] {
+                    Some(f) => f(&w, &acts, stride, row, &mut out),
+                    // The facade's fallback loops over the variant in use.
+                    None if k.name == kernel_variant() => {
+                        vec_dot_rows(ty, n, &w, &acts, stride, &mut out)
+                    }
+                    None => continue,
+                }
+                for (r, o) in out.iter().enumerate() {
+                    assert_eq!(
+                        o.to_bits(),
+                        want[r].to_bits(),
+                        "{} {ty} row {r}/{rows}",
+                        k.name
+                    );
+                }
+            }
         }
     }
 }

@@ -134,11 +134,32 @@ pub(super) fn mul_sum_us8_vnni(ax: __m256i, sy: __m256i) -> __m256i {
     _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sy)
 }
 
-/// Products of `q` (16 u8 pairs summed as i16 by `vpmaddubsw`) with a scale per 16 elements:
-/// `lo` for the low 128-bit half, `hi` for the high half; eight i32 lanes.
+/// The i16 scales of one half super-block (`lane` 0 or 1 of `sc16`, sixteen i16 scales of
+/// groups of 16) copied to both 128-bit lanes, ready for [`scale_pair`].
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) fn mul_scaled_16(q: __m256i, y: __m256i, lo: i16, hi: i16) -> __m256i {
-    let sc = _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo));
+pub(super) fn half_scales(sc16: __m256i, lane: usize) -> __m256i {
+    if lane == 0 {
+        _mm256_permute2x128_si256::<0x00>(sc16, sc16)
+    } else {
+        _mm256_permute2x128_si256::<0x11>(sc16, sc16)
+    }
+}
+
+/// From [`half_scales`], scale `2s` broadcast over the low lane and `2s + 1` over the high lane.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn scale_pair(half: __m256i, s: usize) -> __m256i {
+    let b = 4 * s as i16;
+    let lo = _mm_set1_epi16(b | (b + 1) << 8);
+    let hi = _mm_set1_epi16((b + 2) | (b + 3) << 8);
+    _mm256_shuffle_epi8(half, _mm256_set_m128i(hi, lo))
+}
+
+/// `q` × `y` (u8 × i8, pairs summed to i16 by `vpmaddubsw`) times per-16 scales `sc`
+/// (from [`scale_pair`]), pairs summed to eight i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn mul_scaled_16(q: __m256i, y: __m256i, sc: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), sc)
 }

@@ -8,7 +8,7 @@ mod k_quants;
 mod legacy;
 mod quantize;
 
-use super::block::{as_blocks, as_blocks_mut};
+use super::block::{as_blocks, as_blocks_mut, Block};
 use super::dispatch::{slot, Kernels};
 use super::GgmlType as T;
 
@@ -26,35 +26,69 @@ fn has_avx512() -> bool {
         && is_x86_feature_detected!("avx512vnni")
 }
 
+/// Activation rows handed to one multi-row kernel call.
+const ROWS: usize = 4;
+
+/// Runs a multi-row kernel over `out.len()` activation rows: `ROWS` at a time, then one at a
+/// time (the kernels give the same bits for every row count).
+///
+/// # Safety
+/// The CPU must support the target features of `k1` and `kn`.
+unsafe fn by_rows<W: Block, A: Block>(
+    k1: unsafe fn(&[W], [&[A]; 1]) -> [f32; 1],
+    kn: unsafe fn(&[W], [&[A]; ROWS]) -> [f32; ROWS],
+    w: &[u8],
+    acts: &[u8],
+    stride: usize,
+    row_bytes: usize,
+    out: &mut [f32],
+) {
+    let w = as_blocks::<W>(w);
+    let act = |i: usize| as_blocks::<A>(&acts[i * stride..i * stride + row_bytes]);
+    let done = out.len() / ROWS * ROWS;
+    let mut chunks = out.chunks_exact_mut(ROWS);
+    for (c, o) in chunks.by_ref().enumerate() {
+        // SAFETY: the caller guarantees the CPU features.
+        o.copy_from_slice(&unsafe { kn(w, std::array::from_fn(|r| act(c * ROWS + r))) });
+    }
+    for (i, o) in chunks.into_remainder().iter_mut().enumerate() {
+        // SAFETY: the caller guarantees the CPU features.
+        *o = unsafe { k1(w, [act(done + i)]) }[0];
+    }
+}
+
+/// Installs a multi-row kernel `$f::<R>` as both the single-row and the multi-row entry.
+/// Only for use after the features of `$f` were detected.
+macro_rules! install {
+    ($k:ident, $ty:expr, $f:path) => {{
+        // SAFETY: the table being built exists only after the kernel's CPU features were
+        // detected (see the callers), and the entries are reachable only through it.
+        $k.vec_dot[slot($ty)] = Some(|w, a| unsafe { $f(as_blocks(w), [as_blocks(a)]) }[0]);
+        $k.vec_dot_rows[slot($ty)] = Some(|w, acts, stride, row_bytes, out| unsafe {
+            by_rows($f, $f, w, acts, stride, row_bytes, out)
+        });
+    }};
+}
+
 /// `base` with the AVX2 kernels installed, or `None` if this CPU lacks AVX2/FMA/F16C.
 pub(super) fn avx2(mut k: Kernels) -> Option<Kernels> {
     if !has_avx2() {
         return None;
     }
     k.name = "avx2";
-    // SAFETY (every `unsafe` below): these closures are only reachable through this table,
-    // which exists only after `has_avx2()` confirmed AVX2, FMA and F16C.
+    install!(k, T::Q4_0, legacy::avx2::dot_q4_0);
+    install!(k, T::Q4_1, legacy::avx2::dot_q4_1);
+    install!(k, T::Q5_0, legacy::avx2::dot_q5_0);
+    install!(k, T::Q5_1, legacy::avx2::dot_q5_1);
+    install!(k, T::Q8_0, legacy::avx2::dot_q8_0);
+    install!(k, T::Q2K, k_quants::dot_q2_k);
+    install!(k, T::Q3K, k_quants::dot_q3_k);
+    install!(k, T::Q4K, k_quants::dot_q4_k);
+    install!(k, T::Q5K, k_quants::dot_q5_k);
+    install!(k, T::Q6K, k_quants::dot_q6_k);
+    // SAFETY (every `unsafe` below): reachable only through this table, which exists only
+    // after `has_avx2()` confirmed AVX2, FMA and F16C.
     k.vec_dot[slot(T::F16)] = Some(|w, a| unsafe { legacy::dot_f16(w, a) });
-    k.vec_dot[slot(T::Q4_0)] =
-        Some(|w, a| unsafe { legacy::avx2::dot_q4_0(as_blocks(w), as_blocks(a)) });
-    k.vec_dot[slot(T::Q4_1)] =
-        Some(|w, a| unsafe { legacy::avx2::dot_q4_1(as_blocks(w), as_blocks(a)) });
-    k.vec_dot[slot(T::Q5_0)] =
-        Some(|w, a| unsafe { legacy::avx2::dot_q5_0(as_blocks(w), as_blocks(a)) });
-    k.vec_dot[slot(T::Q5_1)] =
-        Some(|w, a| unsafe { legacy::avx2::dot_q5_1(as_blocks(w), as_blocks(a)) });
-    k.vec_dot[slot(T::Q8_0)] =
-        Some(|w, a| unsafe { legacy::avx2::dot_q8_0(as_blocks(w), as_blocks(a)) });
-    k.vec_dot[slot(T::Q2K)] =
-        Some(|w, a| unsafe { k_quants::dot_q2_k(as_blocks(w), as_blocks(a)) });
-    k.vec_dot[slot(T::Q3K)] =
-        Some(|w, a| unsafe { k_quants::dot_q3_k(as_blocks(w), as_blocks(a)) });
-    k.vec_dot[slot(T::Q4K)] =
-        Some(|w, a| unsafe { k_quants::dot_q4_k(as_blocks(w), as_blocks(a)) });
-    k.vec_dot[slot(T::Q5K)] =
-        Some(|w, a| unsafe { k_quants::dot_q5_k(as_blocks(w), as_blocks(a)) });
-    k.vec_dot[slot(T::Q6K)] =
-        Some(|w, a| unsafe { k_quants::dot_q6_k(as_blocks(w), as_blocks(a)) });
     k.quantize[slot(T::Q8_0)] =
         Some(|x, y| unsafe { quantize::quantize_q8_0(x, as_blocks_mut(y)) });
     k.quantize[slot(T::Q8_1)] =
@@ -63,23 +97,16 @@ pub(super) fn avx2(mut k: Kernels) -> Option<Kernels> {
     Some(k)
 }
 
-/// `avx2_table` with the AVX-512 VNNI kernels installed, or `None` if this CPU lacks them.
+/// The AVX2 table `k` with the AVX-512 VNNI kernels installed, or `None` if this CPU lacks them.
 pub(super) fn avx512(mut k: Kernels) -> Option<Kernels> {
     if !has_avx512() {
         return None;
     }
     k.name = "avx512";
-    // SAFETY (every `unsafe` below): reachable only through this table, which exists only after
-    // `has_avx512()` confirmed AVX2, FMA, F16C, AVX-512 F/BW/VL and VNNI.
-    k.vec_dot[slot(T::Q4_0)] =
-        Some(|w, a| unsafe { legacy::vnni::dot_q4_0(as_blocks(w), as_blocks(a)) });
-    k.vec_dot[slot(T::Q4_1)] =
-        Some(|w, a| unsafe { legacy::vnni::dot_q4_1(as_blocks(w), as_blocks(a)) });
-    k.vec_dot[slot(T::Q5_0)] =
-        Some(|w, a| unsafe { legacy::vnni::dot_q5_0(as_blocks(w), as_blocks(a)) });
-    k.vec_dot[slot(T::Q5_1)] =
-        Some(|w, a| unsafe { legacy::vnni::dot_q5_1(as_blocks(w), as_blocks(a)) });
-    k.vec_dot[slot(T::Q8_0)] =
-        Some(|w, a| unsafe { legacy::vnni::dot_q8_0(as_blocks(w), as_blocks(a)) });
+    install!(k, T::Q4_0, legacy::vnni::dot_q4_0);
+    install!(k, T::Q4_1, legacy::vnni::dot_q4_1);
+    install!(k, T::Q5_0, legacy::vnni::dot_q5_0);
+    install!(k, T::Q5_1, legacy::vnni::dot_q5_1);
+    install!(k, T::Q8_0, legacy::vnni::dot_q8_0);
     Some(k)
 }
