@@ -81,7 +81,7 @@ const EOG_TEXTS: &[&str] = &[
     "<end_of_utterance>",
 ];
 
-pub fn build(spec: VocabSpec) -> Result<Tokenizer, TokenizerError> {
+pub fn build(mut spec: VocabSpec) -> Result<Tokenizer, TokenizerError> {
     let n_tokens = spec.tokens.len();
     if n_tokens == 0 {
         return Err(TokenizerError::NoTokens);
@@ -135,7 +135,7 @@ pub fn build(spec: VocabSpec) -> Result<Tokenizer, TokenizerError> {
         add_space_prefix = v;
     }
 
-    let mut vocab = build_vocab(&spec)?;
+    let mut vocab = build_vocab(&mut spec)?;
 
     // default ids out of range are disabled; metadata ids out of range are ignored
     let defaults = [&mut ids.bos, &mut ids.eos, &mut ids.unk];
@@ -201,7 +201,7 @@ pub fn build(spec: VocabSpec) -> Result<Tokenizer, TokenizerError> {
     })
 }
 
-fn build_vocab(spec: &VocabSpec) -> Result<Vocab, TokenizerError> {
+fn build_vocab(spec: &mut VocabSpec) -> Result<Vocab, TokenizerError> {
     let n = spec.tokens.len();
     if let Some(scores) = &spec.scores {
         if scores.len() < n {
@@ -223,11 +223,11 @@ fn build_vocab(spec: &VocabSpec) -> Result<Vocab, TokenizerError> {
     }
     let mut tokens = Vec::with_capacity(n);
     let mut ids: HashMap<Box<str>, u32> = HashMap::with_capacity(n);
-    for (i, text) in spec.tokens.iter().enumerate() {
+    for (i, text) in std::mem::take(&mut spec.tokens).into_iter().enumerate() {
         let text: Box<str> = if text.is_empty() {
             format!("[EMPTY_{i}]").into()
         } else {
-            text.as_str().into()
+            text.into_boxed_str()
         };
         if let Some(&first) = ids.get(&text) {
             return Err(TokenizerError::DuplicateToken {

@@ -65,7 +65,9 @@ fn load(model: &str) -> Option<(Tokenizer, Reference)> {
         return None;
     }
     let gguf = GgufFile::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let started = std::time::Instant::now();
     let tokenizer = Tokenizer::from_gguf(&gguf).unwrap_or_else(|e| panic!("{model}: {e}"));
+    eprintln!("{model}: tokenizer built in {:?}", started.elapsed());
     let json = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join(format!("tests/data/reference/{model}.json"));
     let text = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{}: {e}", json.display()));
@@ -155,6 +157,53 @@ fn check_model(model: &str) {
     );
 }
 
+/// llama-perplexity tokenizes its text with BOS and cuts it into 256-token chunks; the chunk
+/// count in `perplexity.md` pins the token count of `ppl-text.txt` to a 256-wide window.
+fn check_perplexity_text(model: &str) {
+    let Some((tok, _)) = load(model) else { return };
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/reference");
+    let text = std::fs::read_to_string(dir.join("ppl-text.txt")).expect("ppl-text.txt");
+    let table = std::fs::read_to_string(dir.join("perplexity.md")).expect("perplexity.md");
+    let row = format!("| {model}.gguf |");
+    let chunks: usize = table
+        .lines()
+        .find_map(|line| line.strip_prefix(&row))
+        .and_then(|rest| rest.split('|').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no chunk count for {model} in perplexity.md"));
+    let started = std::time::Instant::now();
+    let ids = tok.encode(&text, true, false);
+    eprintln!(
+        "{model}: {} bytes -> {} tokens in {:?}",
+        text.len(),
+        ids.len(),
+        started.elapsed()
+    );
+    assert_eq!(ids.len() / 256, chunks, "{model}: {} tokens", ids.len());
+    let strip_bos = DetokenizeOptions {
+        remove_special: true,
+        render_special: false,
+    };
+    assert_eq!(
+        String::from_utf8_lossy(&tok.detokenize(&ids, strip_bos)),
+        text
+    );
+}
+
+#[test]
+fn perplexity_text_token_counts_match_llama_cpp() {
+    for model in MODELS {
+        check_perplexity_text(model);
+    }
+}
+
+const MODELS: [&str; 4] = [
+    "SmolLM2-135M-Instruct.Q4_1",
+    "gemma-3-270m-q4_k_m",
+    "qwen2.5-coder-0.5b-instruct",
+    "qwen2.5-coder-1.5b-instruct",
+];
+
 #[test]
 fn smollm2_matches_llama_cpp() {
     check_model("SmolLM2-135M-Instruct.Q4_1");
@@ -186,6 +235,14 @@ fn special_tokens_of_real_models() {
     assert_eq!(qwen.encode("<|im_start|>", false, true), [151644]);
     // user-defined tokens are split out even without parse_special
     assert_eq!(qwen.encode("<tool_call>", false, false), [151657]);
+    let Some((smollm, _)) = load("SmolLM2-135M-Instruct.Q4_1") else {
+        return;
+    };
+    assert!(smollm.is_eog(0) && smollm.is_eog(2) && !smollm.is_eog(1));
+    assert_eq!(
+        (smollm.bos(), smollm.eos(), smollm.add_bos()),
+        (Some(1), Some(2), false)
+    );
     let Some((gemma, _)) = load("gemma-3-270m-q4_k_m") else {
         return;
     };
