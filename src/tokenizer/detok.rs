@@ -169,11 +169,16 @@ pub struct StreamDecoder {
 }
 
 impl StreamDecoder {
-    /// `render_special`: show control tokens (such as `<|im_end|>`) as their text.
-    pub fn new(render_special: bool) -> StreamDecoder {
+    /// A decoder that hides control tokens, as generated text is shown to users.
+    pub fn new() -> StreamDecoder {
+        StreamDecoder::default()
+    }
+
+    /// A decoder that renders control tokens (such as `<|im_end|>`) as their text.
+    pub fn showing_specials() -> StreamDecoder {
         StreamDecoder {
             pending: Vec::new(),
-            render_special,
+            render_special: true,
         }
     }
 

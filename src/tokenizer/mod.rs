@@ -12,7 +12,7 @@
 //! let gguf = GgufFile::open("model.gguf")?;
 //! let tok = Tokenizer::from_gguf(&gguf)?;
 //! let ids = tok.encode("<|im_start|>user\nHi<|im_end|>", true, true);
-//! let mut stream = StreamDecoder::new(false);
+//! let mut stream = StreamDecoder::new();
 //! let text: String = ids.iter().map(|&id| stream.push(&tok, id)).collect();
 //! # let _ = text;
 //! # Ok::<(), Box<dyn std::error::Error>>(())

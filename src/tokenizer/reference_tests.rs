@@ -99,7 +99,7 @@ fn check_model(model: &str) {
             failures.push(format!("decode {:?} gave {back:?}", case.text));
         }
         // one token at a time: only whole characters, and the same text in the end
-        let mut stream = StreamDecoder::new(false);
+        let mut stream = StreamDecoder::new();
         let mut streamed = String::new();
         for &id in &case.ids {
             let chunk = stream.push(&tok, id);

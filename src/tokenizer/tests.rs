@@ -115,7 +115,7 @@ fn eog_covers_eos_and_chat_terminators() {
 #[test]
 fn stream_decoder_waits_for_whole_characters() {
     let tok = Tokenizer::new(bpe_spec()).unwrap();
-    let mut stream = StreamDecoder::new(false);
+    let mut stream = StreamDecoder::new();
     assert_eq!(stream.push(&tok, 5), "hi");
     assert_eq!(stream.push(&tok, 11), ""); // first byte of "é"
     assert_eq!(stream.push(&tok, 12), "é");
@@ -124,6 +124,10 @@ fn stream_decoder_waits_for_whole_characters() {
     // an invalid byte followed by a valid one is not held back
     assert_eq!(stream.push(&tok, 12), "\u{FFFD}");
     assert_eq!(stream.push(&tok, 1), ""); // control token hidden
+    assert_eq!(
+        StreamDecoder::showing_specials().push(&tok, 1),
+        "<|im_end|>"
+    );
 }
 
 #[test]
