@@ -3,7 +3,7 @@
 //! The library holds the engine; `src/main.rs` is the command-line front door and
 //! `tools/zipalign` packs models into the executable.
 
-// pub mod app; (enabled once the tokenizer API lands)
+pub mod app;
 pub mod args;
 pub mod bundle;
 pub mod cli;

@@ -1,0 +1,272 @@
+//! The program's modes (generate, tokenize, perplexity) wired from validated command-line
+//! options to the engine. This is the edge where errors gain context for the user.
+
+use crate::bundle::{resolve_model, Bundle};
+use crate::cli::Cli;
+use crate::escapes::process_escapes;
+use crate::generate::Session;
+use crate::gguf::GgufFile;
+use crate::model::Model;
+use crate::perplexity::perplexity;
+use crate::sampling::{Sampler, SamplingParams};
+use crate::tokenizer::{StreamDecoder, Tokenizer};
+use anyhow::{bail, Context, Result};
+use std::io::Write;
+use std::sync::Arc;
+
+/// A model with its tokenizer.
+pub struct Loaded {
+    pub model: Model,
+    pub tokenizer: Tokenizer,
+}
+
+/// Opens the model named `name` (a GGUF file, a llamafile, or an entry of our own ZIP `own`),
+/// mapping its weights in place.
+pub fn load_model(name: &str, own: Option<&Bundle>) -> Result<Loaded> {
+    let loc = resolve_model(name, own)?;
+    let file = GgufFile::open_range(&loc.path, loc.offset, loc.len)
+        .with_context(|| format!("cannot load {name}"))?;
+    let file = Arc::new(file);
+    let model = Model::load(file.clone()).with_context(|| format!("cannot load {name}"))?;
+    let tokenizer = Tokenizer::from_gguf(&file)
+        .with_context(|| format!("cannot load the tokenizer of {name}"))?;
+    Ok(Loaded { model, tokenizer })
+}
+
+/// The model to run: `-m`, or else the one GGUF inside our own ZIP.
+fn model_name(cli: &Cli, own: Option<&Bundle>) -> Result<String> {
+    if let Some(m) = &cli.model {
+        return Ok(m.clone());
+    }
+    let ggufs: Vec<&str> = own
+        .map(|b| b.gguf_entries().map(|e| e.name.as_str()).collect())
+        .unwrap_or_default();
+    match ggufs.as_slice() {
+        [one] => Ok(one.to_string()),
+        [] => bail!("no model given: use -m FILE.gguf"),
+        many => bail!(
+            "no model given and this llamafile holds several ({}): use -m NAME",
+            many.join(", ")
+        ),
+    }
+}
+
+/// The prompt text from `-p` or `-f`, with escapes processed unless `--no-escape`.
+pub fn prompt_text(cli: &Cli) -> Result<Option<String>> {
+    let text = match (&cli.prompt, &cli.file) {
+        (Some(_), Some(_)) => bail!("give the prompt with -p or -f, not both"),
+        (Some(p), None) => p.clone(),
+        (None, Some(f)) => {
+            let bytes = std::fs::read(f)
+                .with_context(|| format!("cannot read prompt file {}", f.display()))?;
+            let mut s = String::from_utf8(bytes).map_err(|e| {
+                anyhow::anyhow!(
+                    "prompt file {} is not UTF-8 (byte offset {})",
+                    f.display(),
+                    e.utf8_error().valid_up_to()
+                )
+            })?;
+            if s.ends_with('\n') {
+                s.pop();
+            }
+            s
+        }
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(if cli.no_escape {
+        text
+    } else {
+        process_escapes(&text)
+    }))
+}
+
+/// Runs the mode the command line asks for; `own` is our executable's ZIP, if any.
+pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
+    let threads = cli.threads.unwrap_or_else(default_threads).max(1);
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global()
+        .ok();
+    let name = model_name(cli, own)?;
+    let loaded = load_model(&name, own)?;
+    if cli.verbose {
+        let c = &loaded.model.config;
+        eprintln!(
+            "llamafile: {:?}, {} layers, {} embd, {} heads ({} kv), vocab {}; {} threads; cpu kernels: {}",
+            c.arch,
+            c.n_layer,
+            c.n_embd,
+            c.n_head,
+            c.n_head_kv,
+            c.n_vocab,
+            threads,
+            crate::quant::kernel_variant()
+        );
+    }
+    if let Some(n) = cli.n_gpu_layers {
+        if n != 0 && cli.verbose {
+            eprintln!("llamafile: -ngl {n}: no GPU backend in this build, running on the CPU");
+        }
+    }
+    let prompt = prompt_text(cli)?;
+    if cli.tokenize {
+        let text = prompt.unwrap_or_default();
+        let ids = loaded
+            .tokenizer
+            .encode(&text, !cli.no_bos, !cli.no_parse_special);
+        println!("{}", serde_json::to_string(&ids)?);
+        return Ok(());
+    }
+    if cli.perplexity {
+        let Some(text) = prompt else {
+            bail!("--perplexity needs a text: use -f FILE")
+        };
+        return run_perplexity(cli, &loaded, &text);
+    }
+    let Some(text) = prompt else {
+        bail!("no prompt given: use -p TEXT or -f FILE")
+    };
+    run_generate(cli, &loaded, &text)
+}
+
+fn default_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+fn context_size(cli: &Cli, model: &Model) -> usize {
+    if cli.ctx_size == 0 {
+        model.config.n_ctx_train
+    } else {
+        cli.ctx_size
+    }
+}
+
+fn run_perplexity(cli: &Cli, loaded: &Loaded, text: &str) -> Result<()> {
+    let tokens = loaded.tokenizer.encode(text, true, false);
+    let n_ctx = context_size(cli, &loaded.model);
+    let bos = loaded
+        .tokenizer
+        .add_bos()
+        .then(|| loaded.tokenizer.bos())
+        .flatten();
+    eprintln!(
+        "perplexity: tokenized {} tokens, {} chunks of {n_ctx}",
+        tokens.len(),
+        tokens.len() / n_ctx
+    );
+    let r = perplexity(
+        &loaded.model,
+        &tokens,
+        n_ctx,
+        cli.batch_size,
+        bos,
+        &mut std::io::stdout(),
+    )?;
+    println!("Final estimate: PPL = {:.4} +/- {:.5}", r.ppl, r.ppl_err);
+    Ok(())
+}
+
+fn run_generate(cli: &Cli, loaded: &Loaded, text: &str) -> Result<()> {
+    let tok = &loaded.tokenizer;
+    let prompt = tok.encode(text, true, true);
+    let n_ctx = context_size(cli, &loaded.model);
+    if prompt.is_empty() {
+        bail!("the prompt is empty");
+    }
+    if prompt.len() >= n_ctx {
+        bail!(
+            "the prompt is {} tokens long, more than the context of {n_ctx} allows (-c)",
+            prompt.len()
+        );
+    }
+    let mut trace = match &cli.trace_tokens {
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p)
+                .with_context(|| format!("cannot create trace file {}", p.display()))?,
+        )),
+        None => None,
+    };
+    let seed = if cli.seed < 0 {
+        random_seed()
+    } else {
+        cli.seed as u64
+    };
+    let mut sampler = Sampler::new(SamplingParams {
+        temperature: cli.temp,
+        top_k: cli.top_k,
+        top_p: cli.top_p,
+        min_p: cli.min_p,
+        repeat_penalty: cli.repeat_penalty,
+        repeat_last_n: cli.repeat_last_n,
+        seed,
+    });
+    let mut session = Session::new(&loaded.model, n_ctx, cli.batch_size);
+    let logits = session.feed(&prompt, false);
+    let mut out = std::io::stdout().lock();
+    let mut decoder = StreamDecoder::new();
+    let mut write_err = None;
+    session.generate(
+        logits,
+        &mut sampler,
+        cli.n_predict,
+        |id| tok.is_eog(id),
+        |ev| {
+            if let Some(t) = trace.as_mut() {
+                if let Err(e) = write_trace(t, tok, ev.id, ev.logits) {
+                    write_err = Some(e);
+                    return false;
+                }
+            }
+            if !ev.is_eog {
+                let text = decoder.push(tok, ev.id);
+                if out
+                    .write_all(text.as_bytes())
+                    .and_then(|_| out.flush())
+                    .is_err()
+                {
+                    return false;
+                }
+            }
+            true
+        },
+    );
+    let rest = decoder.flush();
+    out.write_all(rest.as_bytes())?;
+    out.flush()?;
+    if let Some(t) = trace.as_mut() {
+        t.flush()?;
+    }
+    if let Some(e) = write_err {
+        return Err(e).context("cannot write the trace file");
+    }
+    Ok(())
+}
+
+/// One `--trace-tokens` line: the token, its text and the five highest logits.
+fn write_trace(
+    out: &mut impl Write,
+    tok: &Tokenizer,
+    id: u32,
+    logits: &[f32],
+) -> std::io::Result<()> {
+    let mut idx: Vec<usize> = (0..logits.len()).collect();
+    let k = 5.min(idx.len());
+    idx.select_nth_unstable_by(k - 1, |&a, &b| logits[b].total_cmp(&logits[a]));
+    idx.truncate(k);
+    idx.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
+    let top: Vec<(usize, f32)> = idx.iter().map(|&i| (i, logits[i])).collect();
+    let piece = String::from_utf8_lossy(&tok.token_to_piece(id, true)).into_owned();
+    let line = serde_json::json!({ "id": id, "piece": piece, "top": top });
+    writeln!(out, "{line}")
+}
+
+fn random_seed() -> u64 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    t ^ ((std::process::id() as u64) << 32)
+}
