@@ -12,7 +12,10 @@ use std::path::PathBuf;
     name = "llamafile",
     version,
     about = "Run a GGUF language model from one file",
-    disable_help_subcommand = true
+    disable_help_subcommand = true,
+    // As in llama.cpp, a later flag overrides an earlier one: the user's arguments override
+    // the defaults from `.args` that come before them.
+    args_override_self = true
 )]
 pub struct Cli {
     /// Model: a GGUF file, a llamafile, or an entry of this executable's own ZIP.
