@@ -117,10 +117,55 @@ pub struct Cli {
     /// Log model details and the chosen CPU kernels to stderr.
     #[arg(short = 'v', long = "verbose")]
     pub verbose: bool,
+
+    /// Serve the chat page and the HTTP API (the default when no prompt is given).
+    #[arg(long = "server")]
+    pub server: bool,
+
+    /// Run in the terminal even without a prompt (no server).
+    #[arg(long = "cli")]
+    pub cli: bool,
+
+    /// Interactive conversation in the terminal with the model's chat template (-p: system prompt).
+    #[arg(long = "chat", visible_alias = "conversation")]
+    pub chat: bool,
+
+    /// Server: address to listen on.
+    #[arg(long = "host", default_value = "127.0.0.1")]
+    pub host: String,
+
+    /// Server: port to listen on (the next ones up to +10 are tried when it is taken; 0: any).
+    #[arg(long = "port", default_value_t = 8080)]
+    pub port: u16,
+
+    /// Server: parallel sequences (slots); -c is split between them.
+    #[arg(long = "parallel", default_value_t = 4)]
+    pub parallel: usize,
+
+    /// Server: require `Authorization: Bearer KEY` on API requests.
+    #[arg(long = "api-key", value_name = "KEY")]
+    pub api_key: Option<String>,
+
+    /// Server: do not open the chat page in a browser.
+    #[arg(long = "nobrowser", visible_alias = "no-browser")]
+    pub nobrowser: bool,
+
+    /// Server: the model name shown to clients (default: the model's file name).
+    #[arg(short = 'a', long = "alias")]
+    pub alias: Option<String>,
+
+    /// Server: connection worker threads (also the most connections served at once).
+    #[arg(long = "threads-http", default_value_t = 64)]
+    pub threads_http: usize,
 }
 
 /// llama.cpp's multi-letter single-dash flags and the long flags they mean.
-const SHORT_ALIASES: &[(&str, &str)] = &[("-ngl", "--n-gpu-layers"), ("-ub", "--ubatch-size")];
+const SHORT_ALIASES: &[(&str, &str)] = &[
+    ("-ngl", "--n-gpu-layers"),
+    ("-ub", "--ubatch-size"),
+    ("-np", "--parallel"),
+    ("-cnv", "--chat"),
+];
 
 /// Rewrites llama.cpp-style multi-letter short flags to their long names.
 pub fn normalize_args(args: Vec<OsString>) -> Vec<OsString> {

@@ -6,6 +6,7 @@
 pub mod app;
 pub mod args;
 pub mod bundle;
+pub mod chat;
 pub mod cli;
 pub mod escapes;
 pub mod generate;
@@ -16,4 +17,5 @@ pub mod ops;
 pub mod perplexity;
 pub mod quant;
 pub mod sampling;
+pub mod server;
 pub mod tokenizer;

@@ -1,0 +1,65 @@
+//! Chat: turning a conversation into the prompt text a model was trained on, with the Jinja
+//! template stored in its GGUF (`tokenizer.chat_template`), and the interactive terminal
+//! conversation of `--chat`.
+//!
+//! Owns message rendering and the terminal loop; tokenization stays in `tokenizer`, generation
+//! in `generate`, and the HTTP side of chat in `server`.
+//!
+//! ```
+//! use llamafile::chat::{ChatTemplate, Message};
+//! let t = ChatTemplate::chatml();
+//! let text = t.render(&[Message::new("user", "Hi")], true).unwrap();
+//! assert_eq!(text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+//! ```
+
+mod template;
+mod terminal;
+
+pub use template::{ChatError, ChatTemplate, Message, CHATML};
+pub use terminal::{run_chat, ChatOptions};
+
+use crate::app::Loaded;
+use crate::cli::Cli;
+use crate::sampling::SamplingParams;
+
+/// `--chat`: a terminal conversation on stdin/stdout; `system` (from `-p`/`-f`) opens it.
+pub fn run_from_cli(
+    cli: &Cli,
+    loaded: &Loaded,
+    system: Option<String>,
+    n_ctx: usize,
+) -> anyhow::Result<()> {
+    let template = ChatTemplate::from_gguf(&loaded.model.file, &loaded.tokenizer)?;
+    let seed = if cli.seed < 0 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+    } else {
+        cli.seed as u64
+    };
+    let opts = ChatOptions {
+        system,
+        sampling: SamplingParams {
+            temperature: cli.temp,
+            top_k: cli.top_k,
+            top_p: cli.top_p,
+            min_p: cli.min_p,
+            repeat_penalty: cli.repeat_penalty,
+            repeat_last_n: cli.repeat_last_n,
+            seed,
+        },
+        n_ctx,
+        n_batch: cli.batch_size,
+        n_predict: cli.n_predict,
+    };
+    let stdin = std::io::stdin();
+    run_chat(
+        &loaded.model,
+        &loaded.tokenizer,
+        &template,
+        &opts,
+        &mut stdin.lock(),
+        &mut std::io::stdout(),
+    )
+}

@@ -1,0 +1,263 @@
+//! Chat templates: the GGUF's Jinja source compiled with minijinja, extended with the Python
+//! string and dict methods (`.strip()`, `.items()`, ...) that Hugging Face templates call, and the
+//! `raise_exception` / `strftime_now` helpers that `transformers` provides.
+
+use crate::gguf::GgufFile;
+use crate::tokenizer::Tokenizer;
+use minijinja::{Environment, ErrorKind, Value};
+use serde::Serialize;
+
+/// llama.cpp's fallback when a model carries no template.
+pub const CHATML: &str = "{%- for message in messages -%}\
+{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' -}}\
+{%- endfor -%}\
+{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}";
+
+/// One turn of a conversation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Message {
+    pub role: String,
+    pub content: String,
+}
+
+impl Message {
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Message {
+        Message {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+}
+
+/// Why a conversation could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum ChatError {
+    #[error("the chat template does not compile: {0}")]
+    Syntax(String),
+    /// The template itself refused the conversation (`raise_exception`), or failed while running.
+    #[error("the chat template rejected the messages: {0}")]
+    Render(String),
+}
+
+/// A compiled chat template with the special-token texts it may refer to.
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    source: String,
+    bos_token: String,
+    eos_token: String,
+}
+
+impl ChatTemplate {
+    /// Compiles `source`; `bos_token` and `eos_token` are the texts the template sees.
+    pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<ChatTemplate, ChatError> {
+        let mut env = Environment::new();
+        // transformers renders chat templates with these two settings.
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function("raise_exception", raise_exception);
+        env.add_function("strftime_now", strftime_now);
+        env.add_template_owned("chat", source.to_string())
+            .map_err(|e| ChatError::Syntax(describe(&e)))?;
+        Ok(ChatTemplate {
+            env,
+            source: source.to_string(),
+            bos_token: bos_token.to_string(),
+            eos_token: eos_token.to_string(),
+        })
+    }
+
+    /// The ChatML template llama.cpp falls back to.
+    pub fn chatml() -> ChatTemplate {
+        ChatTemplate::new(CHATML, "", "").expect("the ChatML template compiles")
+    }
+
+    /// The model's own template (`tokenizer.chat_template`), or ChatML when it has none.
+    pub fn from_gguf(file: &GgufFile, tok: &Tokenizer) -> Result<ChatTemplate, ChatError> {
+        let text = |id: Option<u32>| {
+            id.map(|id| String::from_utf8_lossy(tok.token_to_piece(id, true)).into_owned())
+                .unwrap_or_default()
+        };
+        let source = file.get_str("tokenizer.chat_template").unwrap_or(CHATML);
+        ChatTemplate::new(source, &text(tok.bos()), &text(tok.eos()))
+    }
+
+    /// The Jinja source.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The prompt text for `messages`, ending with the assistant's opening when
+    /// `add_generation_prompt`.
+    pub fn render(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+    ) -> Result<String, ChatError> {
+        let tmpl = self
+            .env
+            .get_template("chat")
+            .map_err(|e| ChatError::Syntax(describe(&e)))?;
+        let ctx = minijinja::context! {
+            messages => Value::from_serialize(messages),
+            add_generation_prompt => add_generation_prompt,
+            bos_token => self.bos_token.as_str(),
+            eos_token => self.eos_token.as_str(),
+            tools => Value::from(()),
+        };
+        tmpl.render(ctx)
+            .map_err(|e| ChatError::Render(describe(&e)))
+    }
+}
+
+/// The error's message with its cause chain, in one line.
+fn describe(e: &minijinja::Error) -> String {
+    let mut s = match e.detail() {
+        Some(d) if e.kind() == ErrorKind::InvalidOperation => d.to_string(),
+        _ => e.to_string(),
+    };
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    s
+}
+
+/// `raise_exception(msg)`: how templates refuse a conversation (e.g. roles not alternating).
+fn raise_exception(msg: String) -> Result<Value, minijinja::Error> {
+    Err(minijinja::Error::new(ErrorKind::InvalidOperation, msg))
+}
+
+/// `strftime_now(format)`: today's date in UTC, for templates that mention it. Supports the
+/// directives templates use: `%d %m %Y %y %b %B %H %M %S %%`.
+fn strftime_now(format: String) -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    strftime(secs, &format)
+}
+
+fn strftime(secs: u64, format: &str) -> String {
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    let days = (secs / 86400) as i64;
+    let tod = secs % 86400;
+    // civil_from_days (Howard Hinnant).
+    let z = days + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let mut out = String::new();
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('d') => out.push_str(&format!("{d:02}")),
+            Some('m') => out.push_str(&format!("{m:02}")),
+            Some('Y') => out.push_str(&y.to_string()),
+            Some('y') => out.push_str(&format!("{:02}", y % 100)),
+            Some('b') => out.push_str(&MONTHS[(m - 1) as usize][..3]),
+            Some('B') => out.push_str(MONTHS[(m - 1) as usize]),
+            Some('H') => out.push_str(&format!("{:02}", tod / 3600)),
+            Some('M') => out.push_str(&format!("{:02}", tod / 60 % 60)),
+            Some('S') => out.push_str(&format!("{:02}", tod % 60)),
+            Some('%') => out.push('%'),
+            Some(other) => {
+                out.push('%');
+                out.push(other);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMOLLM2: &str = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+    #[test]
+    fn smollm2_template_adds_default_system() {
+        let t = ChatTemplate::new(SMOLLM2, "", "").unwrap();
+        let out = t.render(&[Message::new("user", "Hi")], true).unwrap();
+        assert_eq!(
+            out,
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+        );
+    }
+
+    #[test]
+    fn python_methods_and_block_trimming() {
+        // As Python's jinja2 with trim_blocks and lstrip_blocks renders it: 'HI|user\n'.
+        let src = "{% for m in messages %}\n{{ m.content.strip().upper() }}|{{ m.get('role') }}\n    {% endfor %}";
+        let t = ChatTemplate::new(src, "", "").unwrap();
+        let out = t.render(&[Message::new("user", "  hi  ")], false).unwrap();
+        assert_eq!(out, "HI|user\n");
+    }
+
+    #[test]
+    fn raise_exception_is_a_render_error() {
+        let src = "{% if messages[0].role != 'user' %}{{ raise_exception('first must be user') }}{% endif %}ok";
+        let t = ChatTemplate::new(src, "", "").unwrap();
+        let e = t
+            .render(&[Message::new("assistant", "x")], false)
+            .unwrap_err();
+        assert!(
+            matches!(e, ChatError::Render(ref m) if m.contains("first must be user")),
+            "{e}"
+        );
+        assert_eq!(t.render(&[Message::new("user", "x")], false).unwrap(), "ok");
+    }
+
+    #[test]
+    fn syntax_error_is_reported() {
+        assert!(matches!(
+            ChatTemplate::new("{% for %}", "", ""),
+            Err(ChatError::Syntax(_))
+        ));
+    }
+
+    #[test]
+    fn bos_token_is_visible() {
+        let t =
+            ChatTemplate::new("{{ bos_token }}{{ messages[0].content }}", "<s>", "</s>").unwrap();
+        assert_eq!(
+            t.render(&[Message::new("user", "a")], false).unwrap(),
+            "<s>a"
+        );
+    }
+
+    #[test]
+    fn strftime_known_date() {
+        // 2024-02-29 13:05:09 UTC
+        assert_eq!(
+            strftime(1709211909, "%d %b %Y %H:%M:%S %B %%"),
+            "29 Feb 2024 13:05:09 February %"
+        );
+    }
+}

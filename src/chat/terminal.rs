@@ -1,0 +1,113 @@
+//! `--chat`: an interactive conversation in the terminal. Each user line becomes a message; the
+//! whole conversation is rendered with the chat template and only the tokens after the part
+//! already in the KV cache are fed, so a long conversation costs one turn per turn.
+
+use super::{ChatTemplate, Message};
+use crate::generate::Session;
+use crate::model::Model;
+use crate::sampling::{Sampler, SamplingParams};
+use crate::tokenizer::{StreamDecoder, Tokenizer};
+use std::io::{BufRead, Write};
+
+/// Settings of a terminal conversation.
+#[derive(Clone, Debug)]
+pub struct ChatOptions {
+    /// First message of the conversation, with the role `system`.
+    pub system: Option<String>,
+    pub sampling: SamplingParams,
+    pub n_ctx: usize,
+    pub n_batch: usize,
+    /// Most tokens per answer (negative: until the end of the turn or a full context).
+    pub n_predict: i64,
+}
+
+/// Reads user lines from `input` until end of input (or `/exit`), writing answers to `out`.
+pub fn run_chat(
+    model: &Model,
+    tok: &Tokenizer,
+    template: &ChatTemplate,
+    opts: &ChatOptions,
+    input: &mut impl BufRead,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let mut messages: Vec<Message> = opts
+        .system
+        .iter()
+        .map(|s| Message::new("system", s.clone()))
+        .collect();
+    let mut session = Session::new(model, opts.n_ctx, opts.n_batch);
+    let mut sampler = Sampler::new(opts.sampling.clone());
+    let mut line = String::new();
+    loop {
+        write!(out, "> ")?;
+        out.flush()?;
+        line.clear();
+        if input.read_line(&mut line)? == 0 {
+            writeln!(out)?;
+            return Ok(());
+        }
+        let text = line.trim_end_matches(['\r', '\n']);
+        if text.trim().is_empty() {
+            continue;
+        }
+        if text.trim() == "/exit" {
+            return Ok(());
+        }
+        messages.push(Message::new("user", text));
+        let prompt = template.render(&messages, true)?;
+        let tokens = tok.encode(&prompt, true, true);
+        if tokens.len() >= opts.n_ctx {
+            messages.pop();
+            writeln!(
+                out,
+                "[the conversation is {} tokens long, more than the context of {} allows (-c)]",
+                tokens.len(),
+                opts.n_ctx
+            )?;
+            continue;
+        }
+        // Reuse the cached prefix; always feed at least one token to get fresh logits.
+        let common = session
+            .tokens
+            .iter()
+            .zip(&tokens)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(tokens.len() - 1);
+        session.tokens.truncate(common);
+        session.cache.truncate(common);
+        let logits = session.feed(&tokens[common..], false);
+        let mut decoder = StreamDecoder::new();
+        let mut answer = String::new();
+        let mut write_failed = false;
+        session.generate(
+            logits,
+            &mut sampler,
+            opts.n_predict,
+            |id| tok.is_eog(id),
+            |ev| {
+                if ev.is_eog {
+                    return true;
+                }
+                let piece = decoder.push(tok, ev.id);
+                answer.push_str(&piece);
+                if out
+                    .write_all(piece.as_bytes())
+                    .and_then(|_| out.flush())
+                    .is_err()
+                {
+                    write_failed = true;
+                    return false;
+                }
+                true
+            },
+        );
+        let rest = decoder.flush();
+        answer.push_str(&rest);
+        if write_failed {
+            return Ok(());
+        }
+        writeln!(out, "{rest}")?;
+        messages.push(Message::new("assistant", answer));
+    }
+}

@@ -1,0 +1,316 @@
+//! The HTTP server: an OpenAI-compatible API, llama.cpp's native endpoints and a chat page, on
+//! 127.0.0.1:8080 by default.
+//!
+//! Threads: one accepts connections and hands them to a fixed pool of connection workers
+//! through a bounded queue (a full queue is answered 503 at once); each worker reads requests
+//! with hard limits (`http`), routes them (`routes`) and, for generation, submits a job to the
+//! one scheduler thread (`scheduler`) that owns the slots' KV caches and batches every slot's
+//! next token into one forward pass.
+//!
+//! Owns HTTP, request/response shapes and scheduling; the model, tokenizer, sampler and chat
+//! templates are used through their public APIs.
+
+mod error;
+mod generation;
+pub mod http;
+mod json;
+mod metrics;
+mod native;
+mod openai;
+mod response;
+mod routes;
+mod scheduler;
+mod slots;
+mod sse;
+mod webui;
+
+pub use error::ApiError;
+pub use metrics::Metrics;
+pub use scheduler::{Scheduler, SchedulerOptions};
+
+use crate::app::Loaded;
+use crate::chat::ChatTemplate;
+use crate::cli::Cli;
+use crate::sampling::SamplingParams;
+use anyhow::{bail, Context, Result};
+use http::{Limits, RequestReader};
+use response::Responder;
+use std::io::Write;
+use std::net::{IpAddr, TcpListener, TcpStream};
+use std::sync::mpsc::{sync_channel, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Everything the server is configured with.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub host: String,
+    /// 0: any free port.
+    pub port: u16,
+    pub n_slots: usize,
+    /// Context positions of each slot.
+    pub n_ctx_slot: usize,
+    pub n_batch: usize,
+    pub api_key: Option<String>,
+    /// The model's name in `/v1/models` and responses.
+    pub model_name: String,
+    pub model_path: String,
+    /// Defaults for requests that do not set them.
+    pub sampling: SamplingParams,
+    /// Requests without a seed get a fresh random one (`-s -1`).
+    pub seed_random: bool,
+    pub n_predict: i64,
+    pub http_threads: usize,
+    pub limits: Limits,
+    pub open_browser: bool,
+}
+
+/// What every handler sees.
+pub struct State {
+    pub loaded: Arc<Loaded>,
+    pub template: ChatTemplate,
+    pub scheduler: Scheduler,
+    pub metrics: Arc<Metrics>,
+    pub config: ServerConfig,
+    /// Start time, seconds since the epoch.
+    pub started: u64,
+    /// Bound to a loopback address: browser requests must name this machine.
+    pub loopback: bool,
+}
+
+/// The server configuration from the command line: `-c` (`n_ctx`, already resolved) is split
+/// between `-np` slots, as llama-server does.
+pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<ServerConfig> {
+    if cli.parallel == 0 {
+        bail!("-np/--parallel must be at least 1");
+    }
+    let n_ctx_slot = n_ctx / cli.parallel;
+    if n_ctx_slot < 8 {
+        bail!(
+            "a context of {n_ctx} tokens split between {} slots leaves {n_ctx_slot} per slot: raise -c or lower -np",
+            cli.parallel
+        );
+    }
+    if cli
+        .api_key
+        .as_deref()
+        .is_some_and(|k| k.is_empty() || k.contains(['\r', '\n']))
+    {
+        bail!("--api-key must be a non-empty single line");
+    }
+    let base = std::path::Path::new(model_name)
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| model_name.to_string());
+    Ok(ServerConfig {
+        host: cli.host.clone(),
+        port: cli.port,
+        n_slots: cli.parallel,
+        n_ctx_slot,
+        n_batch: cli.ubatch_size.min(cli.batch_size).max(1),
+        api_key: cli.api_key.clone(),
+        model_name: cli.alias.clone().unwrap_or(base),
+        model_path: model_name.to_string(),
+        sampling: SamplingParams {
+            temperature: cli.temp,
+            top_k: cli.top_k,
+            top_p: cli.top_p,
+            min_p: cli.min_p,
+            repeat_penalty: cli.repeat_penalty,
+            repeat_last_n: cli.repeat_last_n,
+            seed: cli.seed.max(0) as u64,
+        },
+        seed_random: cli.seed < 0,
+        n_predict: cli.n_predict,
+        http_threads: cli.threads_http.max(1),
+        limits: Limits::default(),
+        open_browser: !cli.nobrowser,
+    })
+}
+
+/// `--server` (or no prompt): serves `loaded` as the command line says, until the process ends.
+pub fn serve_from_cli(cli: &Cli, loaded: Loaded, model_name: &str, n_ctx: usize) -> Result<()> {
+    let config = config_from_cli(cli, model_name, n_ctx)?;
+    serve(loaded, config)
+}
+
+/// Binds `host:port`, or the next free port up to `port + 10` when it is taken.
+pub fn bind(host: &str, port: u16) -> Result<TcpListener> {
+    let tries = if port == 0 { 1 } else { 11 };
+    for k in 0..tries {
+        let p = port.saturating_add(k);
+        match TcpListener::bind((host, p)) {
+            Ok(l) => return Ok(l),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && k + 1 < tries => {
+                eprintln!("llamafile: port {p} is in use, trying {}", p + 1);
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot listen on {host}:{p}"));
+            }
+        }
+    }
+    bail!("ports {port} to {} are all in use", port.saturating_add(10))
+}
+
+/// Serves until the process ends.
+pub fn serve(loaded: Loaded, config: ServerConfig) -> Result<()> {
+    let template = ChatTemplate::from_gguf(&loaded.model.file, &loaded.tokenizer).or_else(|e| {
+        eprintln!("llamafile: {e}; using ChatML instead");
+        Ok::<_, anyhow::Error>(ChatTemplate::chatml())
+    })?;
+    let listener = bind(&config.host, config.port)?;
+    let addr = listener.local_addr()?;
+    let loaded = Arc::new(loaded);
+    let metrics = Arc::new(Metrics::default());
+    let scheduler = Scheduler::start(
+        loaded.clone(),
+        SchedulerOptions {
+            n_slots: config.n_slots,
+            n_ctx_slot: config.n_ctx_slot,
+            n_batch: config.n_batch,
+        },
+        metrics.clone(),
+    );
+    let state = Arc::new(State {
+        loaded,
+        template,
+        scheduler,
+        metrics,
+        loopback: addr.ip().is_loopback(),
+        started: openai::now(),
+        config,
+    });
+    let shown: IpAddr = if addr.ip().is_unspecified() {
+        IpAddr::from([127, 0, 0, 1])
+    } else {
+        addr.ip()
+    };
+    let url = match shown {
+        IpAddr::V6(ip) => format!("http://[{ip}]:{}/", addr.port()),
+        IpAddr::V4(ip) => format!("http://{ip}:{}/", addr.port()),
+    };
+    println!(
+        "llamafile: server listening on {url} ({} slots of {} tokens)",
+        state.config.n_slots, state.config.n_ctx_slot
+    );
+    std::io::stdout().flush()?;
+    if state.config.open_browser {
+        open_browser(&url);
+    }
+
+    let workers = state.config.http_threads.max(1);
+    let (tx, rx) = sync_channel::<TcpStream>(workers);
+    let rx = Arc::new(Mutex::new(rx));
+    for i in 0..workers {
+        let rx = rx.clone();
+        let state = state.clone();
+        std::thread::Builder::new()
+            .name(format!("http-{i}"))
+            .spawn(move || loop {
+                let next = rx.lock().map(|r| r.recv());
+                match next {
+                    Ok(Ok(stream)) => serve_connection(&state, stream),
+                    _ => return,
+                }
+            })
+            .context("cannot start the HTTP workers")?;
+    }
+    for conn in listener.incoming() {
+        let Ok(stream) = conn else { continue };
+        match tx.try_send(stream) {
+            Ok(()) => {}
+            Err(TrySendError::Full(stream)) => refuse_busy(stream),
+            Err(TrySendError::Disconnected(_)) => bail!("the HTTP workers have stopped"),
+        }
+    }
+    Ok(())
+}
+
+/// Answers 503 to a connection no worker can take.
+fn refuse_busy(stream: TcpStream) {
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+    let e = ApiError::unavailable("the server is busy: too many connections; retry later");
+    let mut rsp = Responder::new(stream, true, false);
+    let _ = rsp.send(&e.response().with_header("Retry-After", "1"));
+}
+
+/// Serves the requests of one connection until it closes or errs.
+fn serve_connection(state: &State, stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = RequestReader::new(stream, state.config.limits.clone());
+    loop {
+        match reader.next_request(&mut writer) {
+            Ok(req) => {
+                state.metrics.http_requests.add(1);
+                let Ok(out) = writer.try_clone() else { return };
+                let mut rsp = Responder::new(out, req.http11, req.keep_alive);
+                routes::handle(state, &req, &mut rsp);
+                if !rsp.keep_alive {
+                    break;
+                }
+            }
+            Err(e) => {
+                if let Some(status) = e.status() {
+                    state.metrics.http_requests.add(1);
+                    state.metrics.http_errors.add(1);
+                    let err = ApiError::new(status, "invalid_request_error", e.to_string());
+                    if let Ok(out) = writer.try_clone() {
+                        let _ = Responder::new(out, true, false).send(&err.response());
+                    }
+                    linger(reader.stream());
+                }
+                break;
+            }
+        }
+    }
+    let _ = writer.flush();
+    let _ = writer.shutdown(std::net::Shutdown::Both);
+}
+
+/// After an error answered before the request was read in full: stop sending, then read and
+/// discard what the client is still sending for a moment, so that closing does not reset the
+/// connection before the client has read the answer.
+fn linger(stream: &TcpStream) {
+    use std::io::Read;
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+    let start = std::time::Instant::now();
+    let mut buf = [0u8; 16384];
+    let mut s = stream;
+    while start.elapsed() < Duration::from_secs(1) {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Opens `url` in the desktop's browser, when there is a desktop session.
+fn open_browser(url: &str) {
+    let desktop = std::env::var_os("DISPLAY").is_some_and(|v| !v.is_empty())
+        || std::env::var_os("WAYLAND_DISPLAY").is_some_and(|v| !v.is_empty())
+        || cfg!(any(target_os = "macos", target_os = "windows"));
+    if !desktop {
+        return;
+    }
+    let mut cmd = if cfg!(target_os = "macos") {
+        std::process::Command::new("open")
+    } else if cfg!(target_os = "windows") {
+        let mut c = std::process::Command::new("explorer");
+        c.arg(url);
+        let _ = c.spawn();
+        return;
+    } else {
+        std::process::Command::new("xdg-open")
+    };
+    let _ = cmd
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+}

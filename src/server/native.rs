@@ -1,0 +1,274 @@
+//! llama.cpp's own endpoints, with its field names: `POST /completion`, `/tokenize`,
+//! `/detokenize`, `/apply-template`, and `GET /health`, `/props`, `/slots`.
+
+use super::error::ApiError;
+use super::generation::{self, check_prompt, sampling_params, timings, Shape};
+use super::json::{kind, parse_body, Obj};
+use super::response::{Responder, Response};
+use super::slots::{GenParams, Summary};
+use super::State;
+use crate::tokenizer::DetokenizeOptions;
+use serde_json::{json, Value};
+
+/// `GET /health`.
+pub fn health() -> Response {
+    Response::json(200, &json!({ "status": "ok" }))
+}
+
+/// Token ids from a JSON array, each checked against the vocabulary.
+pub fn token_array(state: &State, items: &[Value], field: &str) -> Result<Vec<u32>, ApiError> {
+    let n_vocab = state.loaded.model.config.n_vocab;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| token_id(v, n_vocab, &format!("{field}[{i}]")))
+        .collect()
+}
+
+fn token_id(v: &Value, n_vocab: usize, path: &str) -> Result<u32, ApiError> {
+    match v.as_u64() {
+        Some(id) if (id as usize) < n_vocab => Ok(id as u32),
+        Some(id) => Err(ApiError::field(
+            path,
+            format!("token id {id} is outside the vocabulary of {n_vocab} tokens"),
+        )),
+        None => Err(ApiError::field(
+            path,
+            format!(
+                "expected a token id (a non-negative integer), got {}",
+                kind(v)
+            ),
+        )),
+    }
+}
+
+/// llama.cpp's `prompt`: a string, token ids, or a mix of both.
+fn native_prompt(state: &State, v: Option<&Value>) -> Result<Vec<u32>, ApiError> {
+    let tok = &state.loaded.tokenizer;
+    let n_vocab = state.loaded.model.config.n_vocab;
+    match v {
+        None => Err(ApiError::field("prompt", "is required")),
+        Some(Value::String(s)) => Ok(tok.encode(s, true, true)),
+        Some(Value::Array(items)) => {
+            let mut out = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                match item {
+                    Value::String(s) => out.extend(tok.encode(s, i == 0, true)),
+                    other => out.push(token_id(other, n_vocab, &format!("prompt[{i}]"))?),
+                }
+            }
+            Ok(out)
+        }
+        Some(other) => Err(ApiError::field(
+            "prompt",
+            format!(
+                "expected a string or an array of strings and token ids, got {}",
+                kind(other)
+            ),
+        )),
+    }
+}
+
+/// `POST /completion`.
+pub fn completion(state: &State, body: &[u8], rsp: &mut Responder) -> Result<(), ApiError> {
+    let v = parse_body(body)?;
+    let o = Obj::root(&v);
+    let prompt = native_prompt(state, o.get("prompt"))?;
+    let sampling = sampling_params(&o, &state.config)?;
+    let params = GenParams {
+        n_predict: o
+            .int_in("n_predict", -1..=1 << 30)?
+            .unwrap_or(state.config.n_predict),
+        stop: o.stop("stop")?,
+        cache_prompt: o.bool("cache_prompt")?.unwrap_or(true),
+        ignore_eos: o.bool("ignore_eos")?.unwrap_or(false),
+        sampling,
+    };
+    if o.int_in("n_probs", 0..=1 << 20)?.unwrap_or(0) > 0 {
+        return Err(ApiError::field(
+            "n_probs",
+            "is not supported by this server yet",
+        ));
+    }
+    let stream = o.bool("stream")?.unwrap_or(false);
+    let return_tokens = o.bool("return_tokens")?.unwrap_or(false);
+    check_prompt(state, &prompt, "prompt")?;
+    let mut shape = NativeShape {
+        model: state.config.model_name.clone(),
+        return_tokens,
+        settings: settings(&params, state.scheduler.options.n_ctx_slot),
+    };
+    generation::run(state, rsp, prompt, params, stream, &mut shape)
+}
+
+fn settings(p: &GenParams, n_ctx: usize) -> Value {
+    json!({
+        "n_ctx": n_ctx,
+        "n_predict": p.n_predict,
+        "temperature": p.sampling.temperature,
+        "top_k": p.sampling.top_k,
+        "top_p": p.sampling.top_p,
+        "min_p": p.sampling.min_p,
+        "repeat_penalty": p.sampling.repeat_penalty,
+        "repeat_last_n": p.sampling.repeat_last_n,
+        "seed": p.sampling.seed,
+        "stop": p.stop,
+        "ignore_eos": p.ignore_eos,
+        "cache_prompt": p.cache_prompt,
+    })
+}
+
+struct NativeShape {
+    model: String,
+    return_tokens: bool,
+    settings: Value,
+}
+
+impl NativeShape {
+    fn final_fields(&self, content: &str, tokens: &[u32], s: &Summary) -> Value {
+        let stopping_word = match &s.finish {
+            super::slots::Finish::StopWord(w) => w.as_str(),
+            _ => "",
+        };
+        json!({
+            "index": 0,
+            "content": content,
+            "tokens": if self.return_tokens { tokens.to_vec() } else { Vec::new() },
+            "id_slot": s.slot,
+            "stop": true,
+            "model": self.model,
+            "tokens_predicted": s.n_predicted,
+            "tokens_evaluated": s.n_prompt,
+            "tokens_cached": s.n_cached,
+            "generation_settings": self.settings,
+            "has_new_line": content.contains('\n'),
+            "truncated": false,
+            "stop_type": s.finish.stop_type(),
+            "stopping_word": stopping_word,
+            "timings": timings(s),
+        })
+    }
+}
+
+impl Shape for NativeShape {
+    fn chunk(&mut self, text: &str, tokens: &[u32]) -> Value {
+        json!({
+            "index": 0,
+            "content": text,
+            "tokens": if self.return_tokens { tokens.to_vec() } else { Vec::new() },
+            "stop": false,
+        })
+    }
+
+    fn closing(&mut self, s: &Summary) -> Vec<Value> {
+        vec![self.final_fields("", &[], s)]
+    }
+
+    fn whole(&mut self, text: &str, tokens: &[u32], s: &Summary) -> Value {
+        self.final_fields(text, tokens, s)
+    }
+
+    fn done_marker(&self) -> bool {
+        false
+    }
+}
+
+/// `POST /tokenize`.
+pub fn tokenize(state: &State, body: &[u8]) -> Result<Response, ApiError> {
+    let v = parse_body(body)?;
+    let o = Obj::root(&v);
+    let content = o
+        .str("content")?
+        .ok_or_else(|| ApiError::field("content", "is required"))?;
+    let add_special = o.bool("add_special")?.unwrap_or(false);
+    let parse_special = o.bool("parse_special")?.unwrap_or(true);
+    let with_pieces = o.bool("with_pieces")?.unwrap_or(false);
+    let tok = &state.loaded.tokenizer;
+    let ids = tok.encode(content, add_special, parse_special);
+    let tokens: Value = if with_pieces {
+        ids.iter()
+            .map(|&id| {
+                let bytes = tok.token_to_piece(id, true);
+                let piece = match std::str::from_utf8(bytes) {
+                    Ok(s) => Value::from(s),
+                    Err(_) => Value::from(bytes.to_vec()),
+                };
+                json!({ "id": id, "piece": piece })
+            })
+            .collect()
+    } else {
+        Value::from(ids)
+    };
+    Ok(Response::json(200, &json!({ "tokens": tokens })))
+}
+
+/// `POST /detokenize`.
+pub fn detokenize(state: &State, body: &[u8]) -> Result<Response, ApiError> {
+    let v = parse_body(body)?;
+    let o = Obj::root(&v);
+    let items = o
+        .array("tokens")?
+        .ok_or_else(|| ApiError::field("tokens", "is required"))?;
+    let ids = token_array(state, items, "tokens")?;
+    let bytes = state.loaded.tokenizer.detokenize(
+        &ids,
+        DetokenizeOptions {
+            remove_special: false,
+            render_special: true,
+        },
+    );
+    let content = String::from_utf8_lossy(&bytes);
+    Ok(Response::json(200, &json!({ "content": content })))
+}
+
+/// `POST /apply-template`: the prompt a chat request would be given.
+pub fn apply_template(state: &State, body: &[u8]) -> Result<Response, ApiError> {
+    let v = parse_body(body)?;
+    let o = Obj::root(&v);
+    let messages = super::openai::parse_messages(&o)?;
+    let prompt = state
+        .template
+        .render(&messages, true)
+        .map_err(|e| ApiError::field("messages", e))?;
+    Ok(Response::json(200, &json!({ "prompt": prompt })))
+}
+
+/// `GET /props`.
+pub fn props(state: &State) -> Response {
+    let tok = &state.loaded.tokenizer;
+    let text = |id: Option<u32>| {
+        id.map(|id| String::from_utf8_lossy(tok.token_to_piece(id, true)).into_owned())
+            .unwrap_or_default()
+    };
+    let defaults = GenParams {
+        sampling: state.config.sampling.clone(),
+        n_predict: state.config.n_predict,
+        stop: Vec::new(),
+        cache_prompt: true,
+        ignore_eos: false,
+    };
+    let n_ctx = state.scheduler.options.n_ctx_slot;
+    Response::json(
+        200,
+        &json!({
+            "default_generation_settings": {
+                "n_ctx": n_ctx,
+                "params": settings(&defaults, n_ctx),
+            },
+            "total_slots": state.scheduler.options.n_slots,
+            "model_alias": state.config.model_name,
+            "model_path": state.config.model_path,
+            "chat_template": state.template.source(),
+            "bos_token": text(tok.bos()),
+            "eos_token": text(tok.eos()),
+            "build_info": concat!("llamafile-rs ", env!("CARGO_PKG_VERSION")),
+            "modalities": { "vision": false, "audio": false },
+        }),
+    )
+}
+
+/// `GET /slots`.
+pub fn slots(state: &State) -> Response {
+    let v = serde_json::to_value(state.scheduler.slots()).unwrap_or_default();
+    Response::json(200, &v)
+}

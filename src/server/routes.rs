@@ -1,0 +1,183 @@
+//! Routing: which handler answers which method and path, after the checks every request goes
+//! through: the `Host` and `Origin` of browser requests (a page on another site, or a DNS
+//! rebinding attack, must not drive a server bound to loopback) and the API key.
+
+use super::error::ApiError;
+use super::http::Request;
+use super::response::{Responder, Response};
+use super::{native, openai, webui, State};
+
+/// Answers one request; errors become JSON error responses.
+pub fn handle(state: &State, req: &Request, rsp: &mut Responder) {
+    rsp.head_only = req.method == "HEAD";
+    if let Err(e) = route(state, req, rsp) {
+        state.metrics.http_errors.add(1);
+        let _ = rsp.send(&e.response());
+    }
+}
+
+/// Paths served without the API key: the health check and the chat page (which asks for it).
+fn is_public(path: &str) -> bool {
+    matches!(path, "/" | "/index.html" | "/health" | "/v1/health")
+}
+
+fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiError> {
+    check_origin(state, req)?;
+    if !is_public(&req.path) {
+        check_api_key(state, req)?;
+    }
+    let get = matches!(req.method.as_str(), "GET" | "HEAD");
+    let post = req.method == "POST";
+    let send = |rsp: &mut Responder, r: Response| rsp.send(&r).map_err(ApiError::from);
+    match req.path.as_str() {
+        "/" | "/index.html" if get => send(rsp, webui::page()),
+        "/health" | "/v1/health" if get => send(rsp, native::health()),
+        "/v1/models" | "/models" if get => send(rsp, openai::models(state)),
+        "/props" if get => send(rsp, native::props(state)),
+        "/slots" if get => send(rsp, native::slots(state)),
+        "/metrics" if get => send(
+            rsp,
+            Response::text(
+                200,
+                "text/plain; version=0.0.4; charset=utf-8",
+                state.metrics.render(),
+            ),
+        ),
+        "/v1/chat/completions" | "/chat/completions" if post => {
+            openai::chat_completions(state, &req.body, rsp)
+        }
+        "/v1/completions" if post => openai::completions(state, &req.body, rsp),
+        "/completion" | "/completions" if post => native::completion(state, &req.body, rsp),
+        "/tokenize" if post => send(rsp, native::tokenize(state, &req.body)?),
+        "/detokenize" if post => send(rsp, native::detokenize(state, &req.body)?),
+        "/apply-template" if post => send(rsp, native::apply_template(state, &req.body)?),
+        "/" | "/index.html" | "/health" | "/v1/health" | "/v1/models" | "/models" | "/props"
+        | "/slots" | "/metrics" => Err(method_not_allowed(&req.method, "GET")),
+        "/v1/chat/completions"
+        | "/chat/completions"
+        | "/v1/completions"
+        | "/completion"
+        | "/completions"
+        | "/tokenize"
+        | "/detokenize"
+        | "/apply-template" => Err(method_not_allowed(&req.method, "POST")),
+        _ => Err(ApiError::not_found(format!(
+            "no endpoint {} {} (see GET /props and the README for the API)",
+            req.method,
+            printable(&req.path)
+        ))),
+    }
+}
+
+fn method_not_allowed(method: &str, allowed: &str) -> ApiError {
+    ApiError::new(
+        405,
+        "invalid_request_error",
+        format!("method {method} is not allowed here; use {allowed}"),
+    )
+}
+
+/// A request path shortened and stripped of anything odd before it goes into a message.
+fn printable(path: &str) -> String {
+    path.chars()
+        .take(100)
+        .map(|c| if c.is_ascii_graphic() { c } else { '?' })
+        .collect()
+}
+
+fn check_api_key(state: &State, req: &Request) -> Result<(), ApiError> {
+    let Some(key) = &state.config.api_key else {
+        return Ok(());
+    };
+    let given = req
+        .header("authorization")
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .or_else(|| req.header("x-api-key"))
+        .map(str::trim);
+    match given {
+        Some(g) if constant_time_eq(g.as_bytes(), key.as_bytes()) => Ok(()),
+        Some(_) => Err(ApiError::new(
+            401,
+            "authentication_error",
+            "invalid API key",
+        )),
+        None => Err(ApiError::new(
+            401,
+            "authentication_error",
+            "an API key is required: send 'Authorization: Bearer <key>'",
+        )),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The host part of `host[:port]` or `[v6]:port`, lowercased.
+fn host_name(authority: &str) -> String {
+    let a = authority.trim();
+    let host = if let Some(rest) = a.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        a.rsplit_once(':').map_or(a, |(h, _)| h)
+    };
+    host.to_ascii_lowercase()
+}
+
+fn check_origin(state: &State, req: &Request) -> Result<(), ApiError> {
+    let forbidden = |what: &str| {
+        ApiError::new(
+            403,
+            "permission_error",
+            format!("{what} (this server only answers pages it serves itself)"),
+        )
+    };
+    let host = req.header("host");
+    if state.loopback {
+        if let Some(h) = host {
+            let name = host_name(h);
+            if !matches!(name.as_str(), "localhost" | "127.0.0.1" | "::1") {
+                return Err(forbidden("the Host header does not name this machine"));
+            }
+        }
+    }
+    if let Some(origin) = req.header("origin") {
+        let authority = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"));
+        let same = match (authority, host) {
+            (Some(a), Some(h)) => a.eq_ignore_ascii_case(h),
+            _ => false,
+        };
+        if !same {
+            return Err(forbidden("cross-origin request refused"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_names() {
+        assert_eq!(host_name("LocalHost:8080"), "localhost");
+        assert_eq!(host_name("[::1]:80"), "::1");
+        assert_eq!(host_name("127.0.0.1"), "127.0.0.1");
+        assert_eq!(host_name("evil.example"), "evil.example");
+    }
+
+    #[test]
+    fn key_comparison() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+    }
+}

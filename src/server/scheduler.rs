@@ -1,0 +1,329 @@
+//! The scheduler: one thread that owns every slot's KV cache and runs the model. Each step it
+//! takes new requests into free slots, then builds ONE batch holding the next token of every
+//! decoding slot plus prompt chunks of the slots still reading their prompts, runs one forward
+//! pass, and samples for each slot (continuous batching). Handlers talk to it through channels:
+//! a request goes in as a [`Job`], text comes back as [`Event`]s; a request whose handler has
+//! gone (the client disconnected) is cancelled at the next step and its slot freed.
+
+use super::error::ApiError;
+use super::metrics::Metrics;
+use super::slots::{pick_slot, Event, Finish, GenParams, Job, Slot, Summary, TextStep};
+use crate::app::Loaded;
+use crate::kv_cache::KvCache;
+use crate::model::Batch;
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Instant;
+
+/// Sizes of the scheduler.
+#[derive(Clone, Copy, Debug)]
+pub struct SchedulerOptions {
+    pub n_slots: usize,
+    /// Context positions of each slot.
+    pub n_ctx_slot: usize,
+    /// Most tokens in one forward pass.
+    pub n_batch: usize,
+}
+
+/// A slot as `/slots` shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct SlotStatus {
+    pub id: usize,
+    pub n_ctx: usize,
+    pub is_processing: bool,
+    /// The request in the slot (-1: none).
+    pub id_task: i64,
+    pub n_prompt_tokens: usize,
+    pub n_cached_tokens: usize,
+    pub n_decoded: usize,
+}
+
+/// The handlers' side of the scheduler.
+pub struct Scheduler {
+    jobs: Mutex<mpsc::Sender<Job>>,
+    status: Arc<Mutex<Vec<SlotStatus>>>,
+    next_id: AtomicU64,
+    pub options: SchedulerOptions,
+}
+
+/// A submitted request: its events, and cancellation when dropped.
+pub struct JobHandle {
+    pub events: mpsc::Receiver<Event>,
+    cancel: Arc<AtomicBool>,
+}
+
+impl Drop for JobHandle {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Scheduler {
+    /// Starts the scheduler thread for `loaded`.
+    pub fn start(
+        loaded: Arc<Loaded>,
+        options: SchedulerOptions,
+        metrics: Arc<Metrics>,
+    ) -> Scheduler {
+        let (tx, rx) = mpsc::channel();
+        let status = Arc::new(Mutex::new(Vec::new()));
+        let worker = Worker {
+            caches: (0..options.n_slots)
+                .map(|_| loaded.model.new_cache(options.n_ctx_slot))
+                .collect(),
+            slots: (0..options.n_slots).map(Slot::new).collect(),
+            queue: VecDeque::new(),
+            loaded,
+            options,
+            metrics,
+            status: status.clone(),
+        };
+        worker.publish();
+        std::thread::Builder::new()
+            .name("scheduler".into())
+            .spawn(move || worker.run(rx))
+            .expect("cannot start the scheduler thread");
+        Scheduler {
+            jobs: Mutex::new(tx),
+            status,
+            next_id: AtomicU64::new(0),
+            options,
+        }
+    }
+
+    /// Queues a request. The prompt must be non-empty and shorter than a slot's context.
+    pub fn submit(&self, prompt: Vec<u32>, params: GenParams) -> Result<JobHandle, ApiError> {
+        debug_assert!(!prompt.is_empty() && prompt.len() < self.options.n_ctx_slot);
+        let (tx, rx) = mpsc::channel();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let job = Job {
+            prompt,
+            params,
+            events: tx,
+            cancel: cancel.clone(),
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+        };
+        self.jobs
+            .lock()
+            .map_err(|_| ApiError::internal("the scheduler has stopped"))?
+            .send(job)
+            .map_err(|_| ApiError::internal("the scheduler has stopped"))?;
+        Ok(JobHandle { events: rx, cancel })
+    }
+
+    /// The slots as they were after the last step.
+    pub fn slots(&self) -> Vec<SlotStatus> {
+        self.status.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+struct Worker {
+    loaded: Arc<Loaded>,
+    options: SchedulerOptions,
+    caches: Vec<KvCache>,
+    slots: Vec<Slot>,
+    queue: VecDeque<Job>,
+    metrics: Arc<Metrics>,
+    status: Arc<Mutex<Vec<SlotStatus>>>,
+}
+
+impl Worker {
+    fn run(mut self, rx: mpsc::Receiver<Job>) {
+        loop {
+            let busy = self.slots.iter().any(|s| s.active.is_some());
+            if !busy && self.queue.is_empty() {
+                self.publish();
+                match rx.recv() {
+                    Ok(job) => self.queue.push_back(job),
+                    Err(_) => return,
+                }
+            }
+            while let Ok(job) = rx.try_recv() {
+                self.queue.push_back(job);
+            }
+            self.drop_cancelled();
+            self.assign();
+            self.step();
+            self.publish();
+        }
+    }
+
+    fn drop_cancelled(&mut self) {
+        let before = self.queue.len();
+        self.queue.retain(|j| !j.cancelled());
+        let mut cancelled = before - self.queue.len();
+        for slot in &mut self.slots {
+            if slot.active.as_ref().is_some_and(|a| a.job.cancelled()) {
+                slot.active = None;
+                slot.last_used = Instant::now();
+                cancelled += 1;
+            }
+        }
+        self.metrics.requests_cancelled.add(cancelled as u64);
+        self.metrics.requests_deferred.set(self.queue.len() as u64);
+    }
+
+    /// Moves queued requests into free slots, oldest first.
+    fn assign(&mut self) {
+        while let Some(job) = self.queue.front() {
+            let Some(i) = pick_slot(&self.slots, &job.prompt, job.params.cache_prompt) else {
+                break;
+            };
+            let job = self.queue.pop_front().expect("front exists");
+            let keep = self.slots[i].start(job);
+            self.caches[i].truncate(keep);
+        }
+        let processing = self.slots.iter().filter(|s| s.active.is_some()).count();
+        self.metrics.requests_processing.set(processing as u64);
+        self.metrics.requests_deferred.set(self.queue.len() as u64);
+    }
+
+    /// One forward pass over every active slot.
+    fn step(&mut self) {
+        let mut batch = Batch::default();
+        // The slot of each output row, in batch order.
+        let mut rows: Vec<usize> = Vec::new();
+        for slot in &mut self.slots {
+            let Some(a) = slot.active.as_mut() else {
+                continue;
+            };
+            if let Some(id) = a.next_token.take() {
+                batch.tokens.push(id);
+                batch.pos.push(slot.tokens.len());
+                batch.seq.push(slot.id);
+                batch.logits.push(true);
+                slot.tokens.push(id);
+                rows.push(slot.id);
+            }
+        }
+        let n_decode = batch.len();
+        let mut budget = self.options.n_batch.saturating_sub(batch.len()).max(1);
+        let mut n_prompt_tokens = 0;
+        for slot in &mut self.slots {
+            let Some(a) = slot.active.as_mut() else {
+                continue;
+            };
+            let left = a.job.prompt.len() - a.prompt_done;
+            if left == 0 || budget == 0 {
+                continue;
+            }
+            let take = left.min(budget);
+            for k in 0..take {
+                let id = a.job.prompt[a.prompt_done + k];
+                batch.tokens.push(id);
+                batch.pos.push(slot.tokens.len());
+                batch.seq.push(slot.id);
+                let last = a.prompt_done + k + 1 == a.job.prompt.len();
+                batch.logits.push(last);
+                slot.tokens.push(id);
+                if last {
+                    rows.push(slot.id);
+                }
+            }
+            a.prompt_done += take;
+            budget -= take;
+            n_prompt_tokens += take;
+        }
+        if batch.is_empty() {
+            return;
+        }
+        let t0 = Instant::now();
+        let logits = self.loaded.model.forward(&batch, &mut self.caches);
+        let elapsed = t0.elapsed().as_secs_f64();
+        self.metrics.record_step(n_prompt_tokens, n_decode, elapsed);
+
+        let n_vocab = self.loaded.model.config.n_vocab;
+        for (r, &i) in rows.iter().enumerate() {
+            let row = &logits[r * n_vocab..(r + 1) * n_vocab];
+            self.sample_and_emit(i, row);
+        }
+    }
+
+    /// Samples slot `i`'s next token from `logits` and tells its handler.
+    fn sample_and_emit(&mut self, i: usize, logits: &[f32]) {
+        let tok = &self.loaded.tokenizer;
+        let n_ctx = self.options.n_ctx_slot;
+        let slot = &mut self.slots[i];
+        let Some(a) = slot.active.as_mut() else {
+            return;
+        };
+        let id = a.sampler.sample(logits, &slot.tokens);
+        let now = Instant::now();
+        a.first_token.get_or_insert(now);
+        a.n_decoded += 1;
+        self.metrics.tokens_predicted.add(1);
+        let mut finish = None;
+        let mut alive = true;
+        if tok.is_eog(id) && !a.job.params.ignore_eos {
+            finish = Some(Finish::Eog);
+        } else {
+            let (text, tokens, stopped) = match a.push_token(tok, id) {
+                TextStep::Send(text, tokens) => (text, tokens, None),
+                TextStep::Stopped(text, tokens, word) => (text, tokens, Some(word)),
+            };
+            if !text.is_empty() || !tokens.is_empty() {
+                alive = a.job.events.send(Event::Text { text, tokens }).is_ok();
+            }
+            let n_predict = a.job.params.n_predict;
+            if let Some(word) = stopped {
+                finish = Some(Finish::StopWord(word));
+            } else if n_predict >= 0 && a.n_decoded as i64 >= n_predict {
+                finish = Some(Finish::Length);
+            } else if slot.tokens.len() >= n_ctx {
+                finish = Some(Finish::ContextFull);
+            } else {
+                a.next_token = Some(id);
+            }
+        }
+        if !alive {
+            slot.active = None;
+            slot.last_used = now;
+            self.metrics.requests_cancelled.add(1);
+            return;
+        }
+        let Some(finish) = finish else {
+            return;
+        };
+        let mut a = slot.active.take().expect("active");
+        slot.last_used = now;
+        if !matches!(finish, Finish::StopWord(_)) {
+            let (text, tokens) = a.flush();
+            if !text.is_empty() || !tokens.is_empty() {
+                let _ = a.job.events.send(Event::Text { text, tokens });
+            }
+        }
+        let first = a.first_token.unwrap_or(now);
+        let summary = Summary {
+            finish,
+            slot: slot.id,
+            n_prompt: a.job.prompt.len(),
+            n_cached: a.n_cached,
+            n_predicted: a.n_decoded,
+            prompt_ms: (first - a.started).as_secs_f64() * 1e3,
+            predicted_ms: (now - first).as_secs_f64() * 1e3,
+        };
+        self.metrics.requests_done.add(1);
+        let _ = a.job.events.send(Event::Done(summary));
+    }
+
+    fn publish(&self) {
+        let status = self
+            .slots
+            .iter()
+            .map(|s| SlotStatus {
+                id: s.id,
+                n_ctx: self.options.n_ctx_slot,
+                is_processing: s.active.is_some(),
+                id_task: s.active.as_ref().map_or(-1, |a| a.job.id as i64),
+                n_prompt_tokens: s.active.as_ref().map_or(0, |a| a.job.prompt.len()),
+                n_cached_tokens: s.tokens.len(),
+                n_decoded: s.active.as_ref().map_or(0, |a| a.n_decoded),
+            })
+            .collect();
+        if let Ok(mut s) = self.status.lock() {
+            *s = status;
+        }
+    }
+}

@@ -1,0 +1,814 @@
+//! The HTTP server, end to end: the real binary serving SmolLM2 on a free loopback port, driven
+//! over raw TCP so that malformed and hostile requests can be sent as well as good ones.
+
+mod common;
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1";
+
+/// A running server; killed when dropped.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_llamafile")
+}
+
+/// Starts the server on SmolLM2 with `args` on port 0 (or `--port` in `args`); `None` when the
+/// model is absent and not required.
+fn start(args: &[&str]) -> Option<Server> {
+    let model = common::model_path(SMOLLM2)?;
+    Some(start_with(&model, args))
+}
+
+fn start_with(model: &PathBuf, args: &[&str]) -> Server {
+    let mut cmd = Command::new(binary());
+    cmd.arg("-m").arg(model).args(["--nobrowser", "-t", "2"]);
+    if !args.contains(&"--port") {
+        cmd.args(["--port", "0"]);
+    }
+    let mut child = cmd
+        .args(args)
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the server");
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let line = lines
+        .next()
+        .expect("the server prints its URL")
+        .expect("read stdout");
+    let port = line
+        .split("http://127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no URL in {line:?}"));
+    // Keep draining stdout so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Server { child, port }
+}
+
+/// A parsed HTTP response.
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "status {}: body is not JSON ({e}): {}",
+                self.status,
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Reads one response (head, then a Content-Length, chunked or close-delimited body).
+fn read_reply(r: &mut impl BufRead) -> Reply {
+    let mut status_line = String::new();
+    r.read_line(&mut status_line).unwrap();
+    let status: u16 = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        let (n, v) = line.split_once(':').unwrap();
+        headers.push((n.to_string(), v.trim().to_string()));
+    }
+    let reply = Reply {
+        status,
+        headers,
+        body: Vec::new(),
+    };
+    let mut body = Vec::new();
+    if let Some(n) = reply.header("content-length") {
+        body.resize(n.parse().unwrap(), 0);
+        r.read_exact(&mut body).unwrap();
+    } else if reply.header("transfer-encoding") == Some("chunked") {
+        loop {
+            let mut size = String::new();
+            r.read_line(&mut size).unwrap();
+            let n = usize::from_str_radix(size.trim(), 16).unwrap();
+            let mut chunk = vec![0; n + 2];
+            r.read_exact(&mut chunk).unwrap();
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+    } else {
+        r.read_to_end(&mut body).unwrap();
+    }
+    Reply { body, ..reply }
+}
+
+/// Sends raw bytes on a fresh connection and reads the reply.
+fn raw(port: u16, request: &[u8]) -> Reply {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    s.write_all(request).unwrap();
+    read_reply(&mut BufReader::new(s))
+}
+
+fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (n, v) in headers {
+        req.push_str(&format!("{n}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    raw(port, req.as_bytes())
+}
+
+fn get(port: u16, path: &str) -> Reply {
+    request(port, "GET", path, &[], "")
+}
+
+fn post(port: u16, path: &str, body: &Value) -> Reply {
+    request(
+        port,
+        "POST",
+        path,
+        &[("Content-Type", "application/json")],
+        &body.to_string(),
+    )
+}
+
+/// The `data:` payloads of an event-stream body.
+fn events(body: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(body)
+        .split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .map(str::to_string)
+        .collect()
+}
+
+/// An error reply: a 4xx status and OpenAI's error object, whose message names `needle`.
+fn assert_error(r: &Reply, status: u16, needle: &str) {
+    assert_eq!(
+        r.status,
+        status,
+        "body: {}",
+        String::from_utf8_lossy(&r.body)
+    );
+    let v = r.json();
+    let message = v["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error.message in {v}"));
+    assert!(v["error"]["type"].is_string(), "{v}");
+    assert!(
+        message.contains(needle),
+        "error message {message:?} should mention {needle:?}"
+    );
+}
+
+fn slots(port: u16) -> Vec<Value> {
+    get(port, "/slots").json().as_array().unwrap().clone()
+}
+
+#[test]
+fn every_endpoint_answers() {
+    let Some(srv) = start(&["-np", "2", "-c", "2048"]) else {
+        return;
+    };
+    let p = srv.port;
+    assert_eq!(get(p, "/health").json(), json!({"status": "ok"}));
+
+    let models = get(p, "/v1/models").json();
+    assert_eq!(models["object"], "list");
+    assert_eq!(models["data"][0]["id"], format!("{SMOLLM2}.gguf"));
+
+    let page = get(p, "/");
+    assert_eq!(page.status, 200);
+    assert!(page
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/html"));
+    let html = String::from_utf8_lossy(&page.body);
+    assert!(html.contains("v1/chat/completions") && !html.contains("://cdn"));
+
+    let chat = post(
+        p,
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 5, "temperature": 0}),
+    )
+    .json();
+    assert_eq!(chat["object"], "chat.completion");
+    assert_eq!(chat["choices"][0]["message"]["role"], "assistant");
+    assert!(!chat["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .is_empty());
+    assert_eq!(chat["choices"][0]["finish_reason"], "length");
+    assert_eq!(chat["usage"]["completion_tokens"], 5);
+    let prompt_tokens = chat["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert_eq!(
+        chat["usage"]["total_tokens"].as_u64().unwrap(),
+        prompt_tokens + 5
+    );
+
+    // Streamed: role first, content deltas, a finish reason, usage, then [DONE].
+    let r = post(
+        p,
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 5, "temperature": 0,
+                "stream": true, "stream_options": {"include_usage": true}}),
+    );
+    assert_eq!(r.status, 200);
+    assert!(r
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let ev = events(&r.body);
+    assert_eq!(ev.last().unwrap(), "[DONE]");
+    let chunks: Vec<Value> = ev[..ev.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let streamed: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(streamed, chat["choices"][0]["message"]["content"]);
+    assert!(chunks
+        .iter()
+        .any(|c| c["choices"][0]["finish_reason"] == "length"));
+    let usage = &chunks.last().unwrap()["usage"];
+    assert_eq!(usage["completion_tokens"], 5);
+    // The same prompt again: its prefix came from the slot's cache.
+    assert!(
+        usage["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+
+    let cmpl = post(
+        p,
+        "/v1/completions",
+        &json!({"prompt": "The capital of France is", "max_tokens": 4, "temperature": 0, "stop": ["\n"]}),
+    )
+    .json();
+    assert_eq!(cmpl["object"], "text_completion");
+    assert!(cmpl["choices"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("Paris"));
+
+    let native = post(
+        p,
+        "/completion",
+        &json!({"prompt": "The capital of France is", "n_predict": 4, "temperature": 0,
+                "top_k": 40, "top_p": 0.9, "min_p": 0.05, "repeat_penalty": 1.0, "seed": 1,
+                "cache_prompt": false, "return_tokens": true}),
+    )
+    .json();
+    assert_eq!(native["stop"], true);
+    assert_eq!(native["tokens_predicted"], 4);
+    assert_eq!(native["tokens"].as_array().unwrap().len(), 4);
+    assert_eq!(native["stop_type"], "limit");
+    assert!(native["content"].as_str().unwrap().contains("Paris"));
+
+    // A stop word ends generation and is not part of the text.
+    let stopped = post(
+        p,
+        "/completion",
+        &json!({"prompt": "The capital of France is", "n_predict": 16, "temperature": 0, "stop": ["."]}),
+    )
+    .json();
+    assert_eq!(stopped["stop_type"], "word");
+    assert_eq!(stopped["stopping_word"], ".");
+    assert!(!stopped["content"].as_str().unwrap().contains('.'));
+
+    let streamed = post(
+        p,
+        "/completion",
+        &json!({"prompt": "The capital of France is", "n_predict": 4, "temperature": 0, "stream": true}),
+    );
+    let ev = events(&streamed.body);
+    let last: Value = serde_json::from_str(ev.last().unwrap()).unwrap();
+    assert_eq!(last["stop"], true);
+    let text: String = ev
+        .iter()
+        .map(|e| {
+            serde_json::from_str::<Value>(e).unwrap()["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(text, native["content"].as_str().unwrap());
+
+    let toks = post(p, "/tokenize", &json!({"content": "Hello world"})).json();
+    let ids = toks["tokens"].clone();
+    assert_eq!(ids.as_array().unwrap().len(), 2);
+    let pieces = post(
+        p,
+        "/tokenize",
+        &json!({"content": "Hello world", "with_pieces": true}),
+    )
+    .json();
+    assert_eq!(pieces["tokens"][1]["piece"], " world");
+    let text = post(p, "/detokenize", &json!({"tokens": ids})).json();
+    assert_eq!(text["content"], "Hello world");
+
+    let tpl = post(
+        p,
+        "/apply-template",
+        &json!({"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]}),
+    )
+    .json();
+    assert_eq!(
+        tpl["prompt"],
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
+    );
+
+    let props = get(p, "/props").json();
+    assert_eq!(props["total_slots"], 2);
+    assert_eq!(props["default_generation_settings"]["n_ctx"], 1024);
+    assert!(props["chat_template"]
+        .as_str()
+        .unwrap()
+        .contains("im_start"));
+
+    let s = slots(p);
+    assert_eq!(s.len(), 2);
+    assert!(s
+        .iter()
+        .all(|s| s["is_processing"] == false && s["n_ctx"] == 1024));
+
+    let metrics = get(p, "/metrics");
+    assert!(metrics
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/plain"));
+    let text = String::from_utf8(metrics.body).unwrap();
+    let predicted: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("llamacpp:tokens_predicted_total "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(predicted >= 5.0 + 5.0 + 4.0 + 4.0, "{text}");
+
+    // HEAD: headers only.
+    let mut s = TcpStream::connect(("127.0.0.1", p)).unwrap();
+    s.write_all(b"HEAD /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut all = String::new();
+    s.read_to_string(&mut all).unwrap();
+    assert!(
+        all.starts_with("HTTP/1.1 200") && all.ends_with("\r\n\r\n"),
+        "{all}"
+    );
+}
+
+#[test]
+fn bad_input_is_a_4xx_json_error_and_the_server_keeps_serving() {
+    let Some(srv) = start(&["-c", "512", "-np", "2"]) else {
+        return;
+    };
+    let p = srv.port;
+    let chat = "/v1/chat/completions";
+    let json_headers = [("Content-Type", "application/json")];
+
+    assert_error(
+        &request(p, "POST", chat, &json_headers, "{\"messages\": ["),
+        400,
+        "not valid JSON",
+    );
+    assert_error(
+        &request(p, "POST", chat, &json_headers, "[1, 2]"),
+        400,
+        "JSON object",
+    );
+    assert_error(&request(p, "POST", chat, &json_headers, ""), 400, "empty");
+    assert_error(&post(p, chat, &json!({})), 400, "messages");
+    assert_error(&post(p, chat, &json!({"messages": "hi"})), 400, "messages");
+    let r = post(
+        p,
+        chat,
+        &json!({"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": 7}]}),
+    );
+    assert_error(&r, 400, "messages[1].content");
+    assert_eq!(r.json()["error"]["param"], "messages[1].content");
+    let ok_messages = json!([{"role": "user", "content": "hi"}]);
+    for (field, value) in [
+        ("max_tokens", json!("ten")),
+        ("max_tokens", json!(2.5)),
+        ("max_tokens", json!(-3)),
+        ("temperature", json!("hot")),
+        ("temperature", json!(-1)),
+        ("top_p", json!(3)),
+        ("stream", json!("yes")),
+        ("stop", json!([1])),
+        ("seed", json!("x")),
+        ("n", json!(2)),
+    ] {
+        let r = post(p, chat, &json!({"messages": ok_messages, field: value}));
+        assert_error(&r, 400, field);
+    }
+    assert_error(
+        &post(
+            p,
+            chat,
+            &json!({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}),
+        ),
+        400,
+        "messages[0].content[0].type",
+    );
+    assert_error(
+        &post(p, "/completion", &json!({"prompt": 5})),
+        400,
+        "prompt",
+    );
+    assert_error(
+        &post(p, "/completion", &json!({"prompt": [1, -2]})),
+        400,
+        "prompt[1]",
+    );
+    assert_error(
+        &post(
+            p,
+            "/completion",
+            &json!({"prompt": "x", "n_predict": "many"}),
+        ),
+        400,
+        "n_predict",
+    );
+    assert_error(
+        &post(p, "/detokenize", &json!({"tokens": [1, 99999999]})),
+        400,
+        "tokens[1]",
+    );
+    assert_error(
+        &post(p, "/tokenize", &json!({"content": 1})),
+        400,
+        "content",
+    );
+
+    // A prompt longer than a slot's context (512 / 2 slots).
+    let long = "hello ".repeat(400);
+    let r = post(p, "/completion", &json!({"prompt": long}));
+    assert_error(&r, 400, "context");
+    let r = post(
+        p,
+        chat,
+        &json!({"messages": [{"role": "user", "content": long}]}),
+    );
+    assert_error(&r, 400, "context");
+    assert_eq!(r.json()["error"]["code"], "context_length_exceeded");
+
+    assert_error(&get(p, "/no/such/endpoint"), 404, "/no/such/endpoint");
+    assert_error(&request(p, "DELETE", "/health", &[], ""), 405, "DELETE");
+    assert_error(&get(p, chat), 405, "POST");
+
+    // An oversized body is refused from its Content-Length, before it is read.
+    let r = raw(
+        p,
+        b"POST /completion HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000000\r\n\r\n{",
+    );
+    assert_error(&r, 413, "limit");
+    // ...and a chunked one as soon as it crosses the limit.
+    let mut big =
+        b"POST /completion HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+            .to_vec();
+    for _ in 0..10 {
+        big.extend_from_slice(format!("{:x}\r\n", 1 << 20).as_bytes());
+        big.extend(std::iter::repeat_n(b' ', 1 << 20));
+        big.extend_from_slice(b"\r\n");
+    }
+    assert_error(&raw(p, &big), 413, "limit");
+    // Request smuggling: both framings at once.
+    let r = raw(
+        p,
+        b"POST /completion HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nX",
+    );
+    assert_error(&r, 400, "smuggling");
+    // CR inside a header value, bare LF line endings, a huge header.
+    assert_error(
+        &raw(p, b"GET /health HTTP/1.1\r\nX-A: a\rb\r\n\r\n"),
+        400,
+        "control character",
+    );
+    assert_error(&raw(p, b"GET /health HTTP/1.1\nHost: x\n\n"), 400, "CRLF");
+    let huge = format!(
+        "GET /health HTTP/1.1\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(64 * 1024)
+    );
+    assert_error(&raw(p, huge.as_bytes()), 431, "bytes");
+    // Browsers on other sites, and DNS rebinding.
+    let r = request(
+        p,
+        "GET",
+        "/v1/models",
+        &[("Origin", "http://evil.example")],
+        "",
+    );
+    assert_error(&r, 403, "cross-origin");
+    let r = raw(
+        p,
+        b"GET /v1/models HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n",
+    );
+    assert_error(&r, 403, "Host");
+
+    // Still serving, and every slot free.
+    assert_eq!(get(p, "/health").status, 200);
+    let ok = post(p, "/completion", &json!({"prompt": "Hi", "n_predict": 2})).json();
+    assert_eq!(ok["tokens_predicted"], 2);
+    assert!(slots(p).iter().all(|s| s["is_processing"] == false));
+}
+
+#[test]
+fn api_key_is_required_when_set() {
+    let Some(srv) = start(&["--api-key", "sekrit", "-np", "1"]) else {
+        return;
+    };
+    let p = srv.port;
+    assert_error(&get(p, "/v1/models"), 401, "API key");
+    let r = request(
+        p,
+        "GET",
+        "/v1/models",
+        &[("Authorization", "Bearer wrong")],
+        "",
+    );
+    assert_error(&r, 401, "invalid API key");
+    assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+    let r = request(
+        p,
+        "GET",
+        "/v1/models",
+        &[("Authorization", "Bearer sekrit")],
+        "",
+    );
+    assert_eq!(r.status, 200);
+    // The health check and the page (which asks for the key) stay public.
+    assert_eq!(get(p, "/health").status, 200);
+    assert_eq!(get(p, "/").status, 200);
+}
+
+#[test]
+fn chat_at_temperature_zero_matches_the_cli() {
+    let Some(model) = common::model_path(SMOLLM2) else {
+        return;
+    };
+    let srv = start_with(&model, &["-np", "1"]);
+    let p = srv.port;
+    let messages = json!([{"role": "user", "content": "What is the capital of France?"}]);
+    let prompt = post(p, "/apply-template", &json!({ "messages": messages })).json()["prompt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let n = 24;
+    let chat = post(
+        p,
+        "/v1/chat/completions",
+        &json!({"messages": messages, "temperature": 0, "max_tokens": n}),
+    )
+    .json();
+    let completion = post(
+        p,
+        "/completion",
+        &json!({"prompt": prompt, "temperature": 0, "n_predict": n, "return_tokens": true}),
+    )
+    .json();
+
+    let trace = std::env::temp_dir().join(format!("llamafile-server-trace-{}.jsonl", p));
+    let out = Command::new(binary())
+        .arg("-m")
+        .arg(&model)
+        .args([
+            "--no-escape",
+            "--temp",
+            "0",
+            "-n",
+            &n.to_string(),
+            "-t",
+            "2",
+            "-p",
+        ])
+        .arg(&prompt)
+        .arg("--trace-tokens")
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cli_text = String::from_utf8(out.stdout).unwrap();
+    let cli_ids: Vec<u64> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["id"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    let _ = std::fs::remove_file(&trace);
+
+    let server_ids: Vec<u64> = completion["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    // The CLI's trace also lists an end-of-generation token, which the server does not send.
+    assert_eq!(server_ids[..], cli_ids[..server_ids.len()]);
+    assert_eq!(chat["choices"][0]["message"]["content"], cli_text.as_str());
+    assert_eq!(completion["content"], cli_text.as_str());
+}
+
+/// Resident memory of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Streams one chat answer; returns its text and finish reason.
+fn stream_chat(port: u16, i: usize, max_tokens: usize) -> (String, String) {
+    let r = post(
+        port,
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": format!("Count to {i}.")}],
+                "max_tokens": max_tokens, "stream": true, "temperature": 0.5, "seed": i}),
+    );
+    assert_eq!(r.status, 200);
+    let ev = events(&r.body);
+    assert_eq!(ev.last().map(String::as_str), Some("[DONE]"));
+    let mut text = String::new();
+    let mut finish = String::new();
+    for e in &ev[..ev.len() - 1] {
+        let v: Value = serde_json::from_str(e).unwrap();
+        if let Some(t) = v["choices"][0]["delta"]["content"].as_str() {
+            text.push_str(t);
+        }
+        if let Some(f) = v["choices"][0]["finish_reason"].as_str() {
+            finish = f.to_string();
+        }
+    }
+    (text, finish)
+}
+
+#[test]
+fn thirty_two_concurrent_streams_all_complete() {
+    let Some(srv) = start(&["-np", "4", "-c", "2048"]) else {
+        return;
+    };
+    let p = srv.port;
+    let round = || {
+        let start = Instant::now();
+        let handles: Vec<_> = (0..32)
+            .map(|i| std::thread::spawn(move || stream_chat(p, i, 12)))
+            .collect();
+        for h in handles {
+            let (text, finish) = h.join().expect("a client failed");
+            assert!(!text.is_empty());
+            assert!(finish == "length" || finish == "stop", "{finish}");
+        }
+        assert!(start.elapsed() < Duration::from_secs(240));
+    };
+    round();
+    let after_first = rss_kib(srv.child.id());
+    round();
+    let after_second = rss_kib(srv.child.id());
+    assert!(
+        after_second < after_first + 32 * 1024,
+        "memory grew from {after_first} KiB to {after_second} KiB"
+    );
+    let m = String::from_utf8(get(p, "/metrics").body).unwrap();
+    assert!(m.contains("llamacpp:requests_completed_total 64\n"), "{m}");
+    assert!(slots(p).iter().all(|s| s["is_processing"] == false));
+}
+
+/// Waits until no slot is busy; returns how long that took.
+fn wait_idle(port: u16, limit: Duration) -> Duration {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if slots(port).iter().all(|s| s["is_processing"] == false) {
+            return start.elapsed();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("a slot is still busy after {limit:?}: {:?}", slots(port));
+}
+
+#[test]
+fn a_client_that_disconnects_frees_its_slot() {
+    let Some(srv) = start(&["-np", "2", "-c", "4096"]) else {
+        return;
+    };
+    let p = srv.port;
+    for stream in [true, false] {
+        let body = json!({"prompt": "Once upon a time", "n_predict": 100000, "stream": stream,
+                          "ignore_eos": true})
+        .to_string();
+        let mut s = TcpStream::connect(("127.0.0.1", p)).unwrap();
+        write!(
+            s,
+            "POST /completion HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        if stream {
+            // Wait for streamed text.
+            let mut buf = [0u8; 4096];
+            let mut got = Vec::new();
+            while String::from_utf8_lossy(&got).matches("data: ").count() < 3 {
+                let n = s.read(&mut buf).unwrap();
+                assert!(n > 0);
+                got.extend_from_slice(&buf[..n]);
+            }
+        } else {
+            let start = Instant::now();
+            while !slots(p)
+                .iter()
+                .any(|s| s["n_decoded"].as_u64().unwrap_or(0) > 2)
+            {
+                assert!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "generation never started"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        assert!(slots(p).iter().any(|s| s["is_processing"] == true));
+        drop(s);
+        let took = wait_idle(p, Duration::from_secs(1));
+        eprintln!("stream={stream}: slot freed {took:?} after the client left");
+    }
+    assert_eq!(get(p, "/health").status, 200);
+}
+
+#[test]
+fn a_taken_port_moves_to_the_next_one() {
+    let Some(model) = common::model_path(SMOLLM2) else {
+        return;
+    };
+    // Find a port whose successor is free too, and hold it.
+    let held = (0..20)
+        .find_map(|_| {
+            let l = TcpListener::bind("127.0.0.1:0").ok()?;
+            let port = l.local_addr().ok()?.port();
+            let next = TcpListener::bind(("127.0.0.1", port.checked_add(1)?)).ok()?;
+            drop(next);
+            Some(l)
+        })
+        .expect("two adjacent free ports");
+    let port = held.local_addr().unwrap().port();
+    let srv = start_with(&model, &["--port", &port.to_string(), "-np", "1"]);
+    assert_eq!(srv.port, port + 1);
+    assert_eq!(get(srv.port, "/health").status, 200);
+}
