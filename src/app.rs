@@ -123,6 +123,13 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
         };
         return run_perplexity(cli, &loaded, &text);
     }
+    if cli.chat {
+        return crate::chat::run_from_cli(cli, &loaded, prompt, context_size(cli, &loaded.model));
+    }
+    if cli.server || (prompt.is_none() && !cli.cli) {
+        let n_ctx = context_size(cli, &loaded.model);
+        return crate::server::serve_from_cli(cli, loaded, &name, n_ctx);
+    }
     let Some(text) = prompt else {
         bail!("no prompt given: use -p TEXT or -f FILE")
     };
