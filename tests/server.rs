@@ -663,6 +663,35 @@ fn chat_at_temperature_zero_matches_the_cli() {
     assert_eq!(server_ids[..], cli_ids[..server_ids.len()]);
     assert_eq!(chat["choices"][0]["message"]["content"], cli_text.as_str());
     assert_eq!(completion["content"], cli_text.as_str());
+
+    // --chat renders the same conversation with the same template: the same answer, then a
+    // second turn that builds on the first.
+    let mut child = Command::new(binary())
+        .arg("-m")
+        .arg(&model)
+        .args(["--chat", "--temp", "0", "-n", &n.to_string(), "-t", "2"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"What is the capital of France?\nAnd of Italy?\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let transcript = String::from_utf8(out.stdout).unwrap();
+    let turns: Vec<&str> = transcript.split("> ").collect();
+    assert_eq!(turns.len(), 4, "{transcript:?}");
+    assert_eq!(turns[1], format!("{cli_text}\n"));
+    assert!(!turns[2].trim().is_empty(), "{transcript:?}");
 }
 
 /// Resident memory of a process, in KiB.

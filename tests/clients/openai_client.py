@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""The official `openai` Python package against our server: chat completion (streamed and not),
+completion, and the models list. Usage: openai_client.py LLAMAFILE_BINARY MODEL.gguf
+
+Starts the server on a free loopback port, runs the checks, stops the server; exits non-zero on
+any failure."""
+
+import re
+import subprocess
+import sys
+
+import openai
+
+
+def start(binary, model):
+    proc = subprocess.Popen(
+        [binary, "-m", model, "--server", "--nobrowser", "--port", "0", "-np", "2", "-c", "2048"],
+        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        env={k: v for k, v in __import__("os").environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")},
+    )
+    line = proc.stdout.readline()
+    m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+    if not m:
+        proc.kill()
+        sys.exit(f"the server did not print its URL: {line!r}")
+    return proc, f"http://127.0.0.1:{m.group(1)}/v1"
+
+
+def main():
+    binary, model = sys.argv[1], sys.argv[2]
+    proc, base_url = start(binary, model)
+    try:
+        client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=120)
+
+        models = client.models.list()
+        ids = [m.id for m in models.data]
+        assert ids and ids[0].endswith(".gguf"), ids
+
+        messages = [{"role": "user", "content": "What is the capital of France?"}]
+        chat = client.chat.completions.create(
+            model=ids[0], messages=messages, max_tokens=16, temperature=0, seed=1)
+        text = chat.choices[0].message.content
+        assert chat.object == "chat.completion", chat
+        assert chat.choices[0].message.role == "assistant"
+        assert text, chat
+        assert chat.choices[0].finish_reason in ("stop", "length"), chat
+        assert chat.usage.completion_tokens > 0 and chat.usage.prompt_tokens > 0, chat.usage
+
+        stream = client.chat.completions.create(
+            model=ids[0], messages=messages, max_tokens=16, temperature=0, seed=1, stream=True,
+            stream_options={"include_usage": True})
+        pieces, finish, usage = [], None, None
+        for chunk in stream:
+            assert chunk.object == "chat.completion.chunk", chunk
+            if chunk.usage:
+                usage = chunk.usage
+            for c in chunk.choices:
+                if c.delta.content:
+                    pieces.append(c.delta.content)
+                if c.finish_reason:
+                    finish = c.finish_reason
+        assert "".join(pieces) == text, ("".join(pieces), text)
+        assert finish == chat.choices[0].finish_reason, finish
+        assert usage and usage.completion_tokens == chat.usage.completion_tokens, usage
+
+        cmpl = client.completions.create(
+            model=ids[0], prompt="The capital of France is", max_tokens=8, temperature=0)
+        assert cmpl.object == "text_completion", cmpl
+        assert "Paris" in cmpl.choices[0].text, cmpl.choices[0].text
+
+        streamed = "".join(
+            c.choices[0].text
+            for c in client.completions.create(
+                model=ids[0], prompt="The capital of France is", max_tokens=8, temperature=0,
+                stream=True)
+            if c.choices)
+        assert streamed == cmpl.choices[0].text, (streamed, cmpl.choices[0].text)
+
+        try:
+            client.chat.completions.create(model=ids[0], messages=messages, n=3)
+            raise AssertionError("n=3 should be refused")
+        except openai.BadRequestError as e:
+            assert e.status_code == 400 and "n=1" in str(e), e
+
+        print(f"openai {openai.__version__}: models, chat (streamed and not), completions: ok")
+        print(f"  answer: {text!r}")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+if __name__ == "__main__":
+    main()
