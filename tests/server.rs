@@ -759,6 +759,19 @@ fn thirty_two_concurrent_streams_all_complete() {
     );
     let m = String::from_utf8(get(p, "/metrics").body).unwrap();
     assert!(m.contains("llamacpp:requests_completed_total 64\n"), "{m}");
+    // Continuous batching: far fewer forward passes than tokens generated.
+    let metric = |name: &str| -> f64 {
+        m.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {m}"))
+    };
+    let passes = metric("llamacpp:n_decode_total");
+    let tokens = metric("llamacpp:tokens_predicted_total");
+    assert!(
+        tokens >= 64.0 && passes < tokens / 2.0,
+        "{passes} forward passes for {tokens} tokens"
+    );
     assert!(slots(p).iter().all(|s| s["is_processing"] == false));
 }
 

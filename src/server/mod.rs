@@ -209,7 +209,15 @@ pub fn serve(loaded: Loaded, config: ServerConfig) -> Result<()> {
             .spawn(move || loop {
                 let next = rx.lock().map(|r| r.recv());
                 match next {
-                    Ok(Ok(stream)) => serve_connection(&state, stream),
+                    Ok(Ok(stream)) => {
+                        // A bug in one request must not cost the pool a worker.
+                        let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            serve_connection(&state, stream)
+                        }));
+                        if served.is_err() {
+                            eprintln!("llamafile: a request handler panicked; connection closed");
+                        }
+                    }
                     _ => return,
                 }
             })
