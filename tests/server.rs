@@ -854,3 +854,41 @@ fn a_taken_port_moves_to_the_next_one() {
     assert_eq!(srv.port, port + 1);
     assert_eq!(get(srv.port, "/health").status, 200);
 }
+
+#[test]
+fn batched_greedy_answers_equal_the_ones_alone() {
+    let Some(srv) = start(&["-np", "4", "-c", "2048"]) else {
+        return;
+    };
+    let p = srv.port;
+    let prompts = [
+        "Once upon a time",
+        "The capital of France is",
+        "def fibonacci(n):",
+        "1, 2, 3, 4,",
+    ];
+    let complete = move |prompt: &str| {
+        post(
+            p,
+            "/completion",
+            &json!({"prompt": prompt, "n_predict": 24, "temperature": 0, "cache_prompt": false}),
+        )
+        .json()["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let alone: Vec<String> = prompts.iter().map(|q| complete(q)).collect();
+    let together: Vec<String> = prompts
+        .iter()
+        .map(|q| {
+            let q = q.to_string();
+            std::thread::spawn(move || complete(&q))
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .collect();
+    // Each slot's rows go through the same kernels whether or not other slots share the batch.
+    assert_eq!(alone, together);
+}
