@@ -108,6 +108,9 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
             eprintln!("llamafile: -ngl {n}: no GPU backend in this build, running on the CPU");
         }
     }
+    if cli.bench {
+        return crate::bench::run(cli, &loaded, &name, threads);
+    }
     let prompt = prompt_text(cli)?;
     if cli.tokenize {
         let text = prompt.unwrap_or_default();

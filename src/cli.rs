@@ -114,6 +114,19 @@ pub struct Cli {
     #[arg(long = "n-gpu-layers", visible_alias = "gpu-layers")]
     pub n_gpu_layers: Option<i64>,
 
+    /// Measure prompt processing and generation speed like llama-bench (-p and -n are then
+    /// the prompt and generation sizes, default 512 and 128).
+    #[arg(long = "bench")]
+    pub bench: bool,
+
+    /// With --bench: measured runs per test.
+    #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
+    pub repetitions: usize,
+
+    /// With --bench: output format, md or json.
+    #[arg(short = 'o', long = "output", value_name = "md|json")]
+    pub bench_output: Option<String>,
+
     /// Log model details and the chosen CPU kernels to stderr.
     #[arg(short = 'v', long = "verbose")]
     pub verbose: bool,

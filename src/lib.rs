@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod args;
+pub mod bench;
 pub mod bundle;
 pub mod chat;
 pub mod cli;

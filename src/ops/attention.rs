@@ -1,7 +1,8 @@
 //! Scaled dot-product attention of a batch of query tokens over a sequence's cached keys and
-//! values (stored as f16), causal, with an optional sliding window. Softmax is computed in one
-//! pass with a running maximum, as flash attention does.
+//! values (stored as f16), causal, with an optional sliding window. Scores come first, then the
+//! softmax and the weighted sum of values; the f16 arithmetic is `quant`'s SIMD kernels.
 
+use crate::quant;
 use half::f16;
 
 /// The shape of one attention layer.
@@ -18,6 +19,9 @@ pub struct AttnShape {
 ///
 /// `q`: the head's query (`head_dim`); `keys`/`values`: the sequence's cache rows, each
 /// `n_head_kv * head_dim` long, for positions `first..=last`; `kv_head` picks the shared head.
+///
+/// Two passes over the window: all scores (SIMD f16 dot products), then the softmax weights and
+/// their weighted sum of values (SIMD f16 multiply-adds).
 #[allow(clippy::too_many_arguments)]
 pub fn attend_one_head(
     shape: &AttnShape,
@@ -31,36 +35,24 @@ pub fn attend_one_head(
 ) {
     let hd = shape.head_dim;
     let kv_dim = shape.n_head_kv * hd;
-    let mut acc = vec![0f32; hd];
+    let n = last + 1 - first;
+    let base = first * kv_dim + kv_head * hd;
+    let mut scores = vec![0f32; n];
+    quant::f16_dot_rows(q, &keys[base..], kv_dim, &mut scores);
     let mut max = f32::NEG_INFINITY;
+    for s in scores.iter_mut() {
+        *s *= shape.scale;
+        max = max.max(*s);
+    }
     let mut sum = 0f32;
-    for p in first..=last {
-        let k = &keys[p * kv_dim + kv_head * hd..][..hd];
-        let s = dot_f16(q, k) * shape.scale;
-        let (ms, vs) = if s > max {
-            let ms = (max - s).exp();
-            max = s;
-            (ms, 1.0)
-        } else {
-            (1.0, (s - max).exp())
-        };
-        if ms != 1.0 {
-            acc.iter_mut().for_each(|a| *a *= ms);
-        }
-        let v = &values[p * kv_dim + kv_head * hd..][..hd];
-        for (a, vv) in acc.iter_mut().zip(v) {
-            *a += vv.to_f32() * vs;
-        }
-        sum = sum * ms + vs;
+    for s in scores.iter_mut() {
+        *s = (*s - max).exp();
+        sum += *s;
     }
+    out.fill(0.0);
+    quant::f16_weighted_sum(&scores, &values[base..], kv_dim, out);
     let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
-    for (o, a) in out.iter_mut().zip(&acc) {
-        *o = a * inv;
-    }
-}
-
-fn dot_f16(q: &[f32], k: &[f16]) -> f32 {
-    q.iter().zip(k).map(|(a, b)| a * b.to_f32()).sum()
+    out.iter_mut().for_each(|o| *o *= inv);
 }
 
 #[cfg(test)]

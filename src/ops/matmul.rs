@@ -32,34 +32,67 @@ impl<'a> QMat<'a> {
     }
 }
 
-/// Weight rows handed to one task: enough work to amortise scheduling.
+/// Weight rows handed to one task at least: enough work to amortise scheduling.
 const MIN_ROWS_PER_TASK: usize = 16;
 
+/// Batches at least this many rows per thread are split by activation rows (token blocks);
+/// smaller ones by weight rows.
+const MIN_TOKENS_PER_THREAD: usize = 8;
+
 /// `out[t][r] = dot(x[t], W[r])` for `n` activation rows `x` (`n × w.cols`), `out` is `n × w.rows`.
+///
+/// One activation row (generation): weight rows are split into a few large chunks per thread,
+/// each one call into the kernels. Batches (prefill): activation rows are split into blocks that
+/// stay in L2 while every weight row streams past them once, so each weight block is decoded
+/// once per block of tokens and results land in place.
 pub fn matmul(w: &QMat, x: &[f32], n: usize, out: &mut [f32]) {
     assert_eq!(x.len(), n * w.cols, "matmul: activation shape");
     assert_eq!(out.len(), n * w.rows, "matmul: output shape");
     let act_ty = w.ty.vec_dot_type();
     let act_row = act_ty.block_bytes() * (w.cols / act_ty.block_elems());
     let mut qx = vec![0u8; n * act_row];
-    qx.par_chunks_mut(act_row)
-        .zip(x.par_chunks(w.cols))
-        .with_min_len(8)
-        .for_each(|(dst, src)| quant::quantize_row(act_ty, src, dst));
+    if n >= 8 {
+        qx.par_chunks_mut(act_row)
+            .zip(x.par_chunks(w.cols))
+            .with_min_len(4)
+            .for_each(|(dst, src)| quant::quantize_row(act_ty, src, dst));
+    } else {
+        for (dst, src) in qx.chunks_exact_mut(act_row).zip(x.chunks_exact(w.cols)) {
+            quant::quantize_row(act_ty, src, dst);
+        }
+    }
 
-    let rows_per_task = task_rows(w.rows);
+    let threads = rayon::current_num_threads().max(1);
+    let rb = w.row_bytes();
     if n == 1 {
+        let rows_per_task = task_rows(w.rows, threads);
         out.par_chunks_mut(rows_per_task)
             .enumerate()
             .for_each(|(task, chunk)| {
                 let r0 = task * rows_per_task;
-                for (i, o) in chunk.iter_mut().enumerate() {
-                    *o = quant::vec_dot(w.ty, w.cols, w.row(r0 + i), &qx);
+                let rows = &w.data[r0 * rb..(r0 + chunk.len()) * rb];
+                quant::vec_dot_many(w.ty, w.cols, rows, &qx, chunk);
+            });
+        return;
+    }
+    if n >= MIN_TOKENS_PER_THREAD * threads {
+        let block = token_block(n, threads);
+        out.par_chunks_mut(block * w.rows)
+            .zip(qx.par_chunks(block * act_row))
+            .for_each(|(o, acts)| {
+                let mut col = vec![0f32; o.len() / w.rows];
+                for r in 0..w.rows {
+                    quant::vec_dot_rows(w.ty, w.cols, w.row(r), acts, act_row, &mut col);
+                    for (t, v) in col.iter().enumerate() {
+                        o[t * w.rows + r] = *v;
+                    }
                 }
             });
         return;
     }
-    // Weight-row major: each weight row is loaded once and dotted with every activation row.
+    // A few activation rows: weight-row major, each weight row dotted with every activation
+    // row, then transposed.
+    let rows_per_task = task_rows(w.rows, threads);
     let mut by_row = vec![0f32; w.rows * n];
     by_row
         .par_chunks_mut(rows_per_task * n)
@@ -77,11 +110,17 @@ pub fn matmul(w: &QMat, x: &[f32], n: usize, out: &mut [f32]) {
     }
 }
 
-fn task_rows(rows: usize) -> usize {
-    let threads = rayon::current_num_threads().max(1);
-    (rows / (threads * 8))
+/// Weight rows per task for splitting by rows: about four tasks per thread.
+fn task_rows(rows: usize, threads: usize) -> usize {
+    rows.div_ceil(threads * 4)
         .max(MIN_ROWS_PER_TASK)
         .min(rows.max(1))
+}
+
+/// Activation rows per task for splitting by tokens: about four blocks per thread, a multiple
+/// of four (the kernels' row group), at most 64 (an L2-sized block of quantized activations).
+fn token_block(n: usize, threads: usize) -> usize {
+    n.div_ceil(threads * 4).next_multiple_of(4).clamp(4, 64)
 }
 
 #[cfg(test)]
@@ -94,7 +133,7 @@ mod tests {
 
     #[test]
     fn f32_matmul_matches_naive() {
-        let (rows, cols, n) = (37, 8, 3);
+        let (rows, cols, n) = (37, 8, 40);
         let w: Vec<f32> = (0..rows * cols).map(|i| (i % 7) as f32 - 3.0).collect();
         let x: Vec<f32> = (0..n * cols).map(|i| (i % 5) as f32 * 0.5).collect();
         let bytes = f32_bytes(&w);
@@ -104,7 +143,7 @@ mod tests {
             cols,
             data: &bytes,
         };
-        for n in [1, n] {
+        for n in [1, 3, n] {
             let mut out = vec![0.0; n * rows];
             matmul(&m, &x[..n * cols], n, &mut out);
             for t in 0..n {

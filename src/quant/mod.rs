@@ -114,6 +114,28 @@ pub fn vec_dot(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
     dot_fn(ty)(w, a)
 }
 
+/// Dot products of `out.len()` consecutive weight rows (`w`, each `n` elements of `ty`) with one
+/// activation row `a`; `out[i]` gets the bits [`vec_dot`] gives for row `i`. Checks lengths
+/// once, so a matrix-vector product pays no per-row overhead.
+pub fn vec_dot_many(ty: GgmlType, n: usize, w: &[u8], a: &[u8], out: &mut [f32]) {
+    let row = ty.bytes_for(n as u64).map_or(0, |b| b as usize);
+    assert_eq!(
+        w.len(),
+        row * out.len(),
+        "vec_dot_many({ty}): {} weight bytes for {} rows of n={n}",
+        w.len(),
+        out.len()
+    );
+    if out.is_empty() {
+        return;
+    }
+    check_dot_lengths(ty, n, &w[..row], a.len(), 1);
+    let f = dot_fn(ty);
+    for (o, wr) in out.iter_mut().zip(w.chunks_exact(row)) {
+        *o = f(wr, a);
+    }
+}
+
 /// Dot products of one weight row with `out.len()` activation rows, the `i`-th starting at byte
 /// `i * act_stride` of `acts`; `out[i]` gets the same value [`vec_dot`] would give. Lets a
 /// batched matmul reuse the weight row while it is in cache.
@@ -146,6 +168,31 @@ pub fn vec_dot_rows(
     for (i, o) in out.iter_mut().enumerate() {
         *o = f(w, &acts[i * act_stride..i * act_stride + row_bytes]);
     }
+}
+
+/// Attention scores: `out[i] = q · k[i * stride ..][..q.len()]` for f16 key rows `stride`
+/// elements apart (SIMD sums may differ from in-order summation by rounding).
+///
+/// Panics if `k` is too short for `out.len()` rows.
+pub fn f16_dot_rows(q: &[f32], k: &[half::f16], stride: usize, out: &mut [f32]) {
+    check_f16_rows("f16_dot_rows", q.len(), k.len(), stride, out.len());
+    (dispatch::kernels().f16_dot_rows)(q, k, stride, out)
+}
+
+/// Attention output: `acc += Σ_i w[i] · v[i * stride ..][..acc.len()]` for f16 value rows.
+///
+/// Panics if `v` is too short for `w.len()` rows.
+pub fn f16_weighted_sum(w: &[f32], v: &[half::f16], stride: usize, acc: &mut [f32]) {
+    check_f16_rows("f16_weighted_sum", acc.len(), v.len(), stride, w.len());
+    (dispatch::kernels().f16_weighted_sum)(w, v, stride, acc)
+}
+
+fn check_f16_rows(what: &str, width: usize, len: usize, stride: usize, rows: usize) {
+    assert!(stride >= width, "{what}: stride {stride} < row {width}");
+    assert!(
+        rows == 0 || len >= (rows - 1) * stride + width,
+        "{what}: {len} elements for {rows} rows of stride {stride}"
+    );
 }
 
 fn dot_fn(ty: GgmlType) -> dispatch::VecDotFn {

@@ -1,6 +1,6 @@
 //! Small AVX2 building blocks shared by the x86 kernels: loads from typed slices, horizontal
-//! sums, nibble and bit unpacking, and the two flavours of the u8×i8 multiply-accumulate
-//! (`vpmaddubsw` + `vpmaddwd` on AVX2, `vpdpbusd` with AVX-512 VNNI).
+//! sums, nibble and bit unpacking, and the u8×i8 multiply-accumulate (`vpmaddubsw` +
+//! `vpmaddwd`).
 
 use std::arch::x86_64::*;
 
@@ -125,13 +125,6 @@ pub(super) fn select_bit(v: __m256i, mask: __m256i, val: __m256i) -> __m256i {
 #[target_feature(enable = "avx2")]
 pub(super) fn mul_sum_us8_avx2(ax: __m256i, sy: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1))
-}
-
-/// As [`mul_sum_us8_avx2`], with AVX-512 VNNI's `vpdpbusd` (no intermediate saturation).
-#[inline]
-#[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
-pub(super) fn mul_sum_us8_vnni(ax: __m256i, sy: __m256i) -> __m256i {
-    _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sy)
 }
 
 /// The i16 scales of one half super-block (`lane` 0 or 1 of `sc16`, sixteen i16 scales of

@@ -1,6 +1,6 @@
 //! x86 dot products for the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and F16.
-//! One body (`legacy_body.rs`), included twice: with AVX2's `vpmaddubsw` and with AVX-512
-//! VNNI's `vpdpbusd` (both on 256-bit vectors, one block per vector). The structure follows
+//! The AVX2 body lives in `legacy_body.rs` (256-bit vectors, one block per vector, `vpmaddubsw`);
+//! the AVX-512 VNNI kernels, two blocks per vector, are in `legacy512.rs`. The structure follows
 //! ggml's AVX2 kernels: per block an exact integer dot in eight i32 lanes, scaled and
 //! accumulated in f32 lanes with FMA, summed horizontally at the end.
 
@@ -20,18 +20,6 @@ pub(super) mod avx2 {
     use crate::quant::x86::common::mul_sum_us8_avx2 as mul_sum_us8;
     macro_rules! tf {
         ($($item:item)*) => { $( #[target_feature(enable = "avx2,fma,f16c")] $item )* };
-    }
-    include!("legacy_body.rs");
-}
-
-/// The AVX-512 VNNI instantiation (256-bit vectors, `vpdpbusd`).
-pub(super) mod vnni {
-    use super::*;
-    use crate::quant::x86::common::mul_sum_us8_vnni as mul_sum_us8;
-    macro_rules! tf {
-        ($($item:item)*) => {
-            $( #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")] $item )*
-        };
     }
     include!("legacy_body.rs");
 }

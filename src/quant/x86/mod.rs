@@ -3,9 +3,12 @@
 //! integer multiply-accumulate with `vpdpbusd`. Detection happens here, at run time, never from
 //! compile-time target features.
 
+mod attn;
 mod common;
 mod k_quants;
+mod k_quants512;
 mod legacy;
+mod legacy512;
 mod quantize;
 
 use super::block::{as_blocks, as_blocks_mut, Block};
@@ -94,19 +97,27 @@ pub(super) fn avx2(mut k: Kernels) -> Option<Kernels> {
     k.quantize[slot(T::Q8_1)] =
         Some(|x, y| unsafe { quantize::quantize_q8_1(x, as_blocks_mut(y)) });
     k.quantize[slot(T::Q8K)] = Some(|x, y| unsafe { quantize::quantize_q8_k(x, as_blocks_mut(y)) });
+    k.f16_dot_rows = |q, keys, stride, out| unsafe { attn::dot_rows_avx2(q, keys, stride, out) };
+    k.f16_weighted_sum = |w, v, stride, acc| unsafe { attn::weighted_sum_avx2(w, v, stride, acc) };
     Some(k)
 }
 
-/// The AVX2 table `k` with the AVX-512 VNNI kernels installed, or `None` if this CPU lacks them.
+/// The AVX2 table `k` with the AVX-512 (BW, VNNI) kernels installed, or `None` if this CPU lacks them.
 pub(super) fn avx512(mut k: Kernels) -> Option<Kernels> {
     if !has_avx512() {
         return None;
     }
     k.name = "avx512";
-    install!(k, T::Q4_0, legacy::vnni::dot_q4_0);
-    install!(k, T::Q4_1, legacy::vnni::dot_q4_1);
-    install!(k, T::Q5_0, legacy::vnni::dot_q5_0);
-    install!(k, T::Q5_1, legacy::vnni::dot_q5_1);
-    install!(k, T::Q8_0, legacy::vnni::dot_q8_0);
+    install!(k, T::Q4_0, legacy512::dot_q4_0);
+    install!(k, T::Q4_1, legacy512::dot_q4_1);
+    install!(k, T::Q5_0, legacy512::dot_q5_0);
+    install!(k, T::Q5_1, legacy512::dot_q5_1);
+    install!(k, T::Q8_0, legacy512::dot_q8_0);
+    install!(k, T::Q4K, k_quants512::dot_q4_k);
+    install!(k, T::Q6K, k_quants512::dot_q6_k);
+    // SAFETY (both): reachable only through this table, built after `has_avx512()`.
+    k.f16_dot_rows = |q, keys, stride, out| unsafe { attn::dot_rows_avx512(q, keys, stride, out) };
+    k.f16_weighted_sum =
+        |w, v, stride, acc| unsafe { attn::weighted_sum_avx512(w, v, stride, acc) };
     Some(k)
 }

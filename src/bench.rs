@@ -1,0 +1,362 @@
+//! `--bench`: prompt-processing and generation speed measured the way llama.cpp's `llama-bench`
+//! does, printed as its markdown table or its JSON rows so that scripts written for it work.
+//!
+//! - `ppN`: one batch of `N` random tokens from an empty cache (logits for the last one only);
+//! - `tgN`: `N` single-token forward passes from an empty cache.
+//!
+//! Each test runs once unmeasured (warm-up), then `-r` times; `avg_ts`/`stddev_ts` are the mean
+//! and sample standard deviation of the per-run tokens/second. This module owns measuring and
+//! reporting only; the forward pass is `model::forward`'s.
+
+use crate::app::Loaded;
+use crate::cli::Cli;
+use crate::gguf::GgufFile;
+use crate::model::{Batch, Model};
+use anyhow::{bail, Result};
+use std::time::Instant;
+
+/// Output formats (`-o`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Markdown,
+    Json,
+}
+
+/// What to measure, validated from the command line.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Prompt sizes (`-p`, comma-separated; 0 skips the prompt test).
+    pub n_prompt: Vec<usize>,
+    /// Generation length (`-n`; 0 skips the generation test).
+    pub n_gen: usize,
+    /// Measured runs per test (`-r`).
+    pub repetitions: usize,
+    pub format: Format,
+    pub threads: usize,
+}
+
+impl Options {
+    /// Reads `-p`, `-n`, `-r` and `-o` with bench meanings (`-p`/`-n` are sizes here).
+    pub fn from_cli(cli: &Cli, threads: usize) -> Result<Options> {
+        let n_prompt = match cli.prompt.as_deref() {
+            None => vec![512],
+            Some(s) => s
+                .split(',')
+                .map(|v| v.trim().parse::<usize>())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| {
+                    anyhow::anyhow!(
+                        "--bench: -p takes prompt sizes (e.g. 512 or 128,512), got '{s}'"
+                    )
+                })?,
+        };
+        let n_gen = match cli.n_predict {
+            -1 => 128,
+            n if n < 0 => bail!("--bench: -n takes a generation length >= 0, got {n}"),
+            n => n as usize,
+        };
+        let format = match cli.bench_output.as_deref().unwrap_or("md") {
+            "md" => Format::Markdown,
+            "json" => Format::Json,
+            other => bail!("--bench: -o takes md or json, got '{other}'"),
+        };
+        if cli.repetitions == 0 {
+            bail!("--bench: -r takes a number of runs >= 1");
+        }
+        Ok(Options {
+            n_prompt,
+            n_gen,
+            repetitions: cli.repetitions,
+            format,
+            threads,
+        })
+    }
+}
+
+/// One measured test.
+#[derive(Clone, Debug)]
+pub struct TestResult {
+    pub n_prompt: usize,
+    pub n_gen: usize,
+    /// Seconds of each measured run.
+    pub samples: Vec<f64>,
+}
+
+impl TestResult {
+    /// llama-bench's name for the test: `pp512`, `tg128`.
+    pub fn name(&self) -> String {
+        if self.n_prompt > 0 {
+            format!("pp{}", self.n_prompt)
+        } else {
+            format!("tg{}", self.n_gen)
+        }
+    }
+
+    fn n_tokens(&self) -> usize {
+        self.n_prompt + self.n_gen
+    }
+
+    /// Tokens per second of each run.
+    pub fn samples_ts(&self) -> Vec<f64> {
+        self.samples
+            .iter()
+            .map(|s| self.n_tokens() as f64 / s)
+            .collect()
+    }
+}
+
+/// Mean and sample standard deviation (0 for fewer than two values).
+pub fn mean_stddev(v: &[f64]) -> (f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0);
+    }
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    if v.len() < 2 {
+        return (mean, 0.0);
+    }
+    let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (v.len() - 1) as f64;
+    (mean, var.sqrt())
+}
+
+/// Deterministic pseudo-random token ids below `n_vocab` (llama-bench also uses random tokens).
+fn random_tokens(n: usize, n_vocab: usize, seed: u64) -> Vec<u32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 33) % n_vocab as u64) as u32
+        })
+        .collect()
+}
+
+/// Seconds for one prompt of `tokens` fed as one batch into an empty cache.
+fn time_prompt(model: &Model, tokens: &[u32]) -> f64 {
+    let mut cache = model.new_cache(tokens.len().max(1));
+    let batch = Batch::sequence(tokens, 0, false);
+    let t = Instant::now();
+    let logits = model.forward(&batch, std::slice::from_mut(&mut cache));
+    let secs = t.elapsed().as_secs_f64();
+    std::hint::black_box(logits);
+    secs
+}
+
+/// Seconds for `tokens.len()` single-token forward passes from an empty cache.
+fn time_generation(model: &Model, tokens: &[u32]) -> f64 {
+    let mut cache = model.new_cache(tokens.len().max(1));
+    let t = Instant::now();
+    for (pos, &tok) in tokens.iter().enumerate() {
+        let batch = Batch::sequence(&[tok], pos, false);
+        std::hint::black_box(model.forward(&batch, std::slice::from_mut(&mut cache)));
+    }
+    t.elapsed().as_secs_f64()
+}
+
+/// Runs every requested test (warm-up, then `repetitions` measured runs).
+pub fn measure(model: &Model, opts: &Options) -> Vec<TestResult> {
+    let n_vocab = model.config.n_vocab;
+    let mut results = Vec::new();
+    for &n in opts.n_prompt.iter().filter(|&&n| n > 0) {
+        let tokens = random_tokens(n, n_vocab, 1);
+        time_prompt(model, &tokens);
+        let samples = (0..opts.repetitions)
+            .map(|_| time_prompt(model, &tokens))
+            .collect();
+        results.push(TestResult {
+            n_prompt: n,
+            n_gen: 0,
+            samples,
+        });
+    }
+    if opts.n_gen > 0 {
+        let tokens = random_tokens(opts.n_gen, n_vocab, 2);
+        time_generation(model, &tokens[..1]);
+        let samples = (0..opts.repetitions)
+            .map(|_| time_generation(model, &tokens))
+            .collect();
+        results.push(TestResult {
+            n_prompt: 0,
+            n_gen: opts.n_gen,
+            samples,
+        });
+    }
+    results
+}
+
+/// What the report says about the model.
+#[derive(Clone, Debug)]
+pub struct ModelInfo {
+    pub filename: String,
+    /// `arch size ftype`, as llama-bench's `model` column.
+    pub desc: String,
+    /// Bytes of all tensors.
+    pub size: u64,
+    pub n_params: u64,
+}
+
+impl ModelInfo {
+    pub fn of(file: &GgufFile, filename: &str) -> ModelInfo {
+        let size = file.tensors().iter().map(|t| t.n_bytes()).sum();
+        let n_params: u64 = file.tensors().iter().map(|t| t.n_elements()).sum();
+        let arch = file.architecture().unwrap_or("?");
+        let ftype = file
+            .get_u32("general.file_type")
+            .map_or("?", file_type_name);
+        ModelInfo {
+            filename: filename.to_string(),
+            desc: format!("{arch} {} {ftype}", params_label(n_params)),
+            size,
+            n_params,
+        }
+    }
+}
+
+/// llama.cpp's names of `general.file_type` values.
+fn file_type_name(ft: u32) -> &'static str {
+    match ft {
+        0 => "all F32",
+        1 => "F16",
+        2 => "Q4_0",
+        3 => "Q4_1",
+        7 => "Q8_0",
+        8 => "Q5_0",
+        9 => "Q5_1",
+        10 => "Q2_K - Medium",
+        11 => "Q3_K - Small",
+        12 => "Q3_K - Medium",
+        13 => "Q3_K - Large",
+        14 => "Q4_K - Small",
+        15 => "Q4_K - Medium",
+        16 => "Q5_K - Small",
+        17 => "Q5_K - Medium",
+        18 => "Q6_K",
+        32 => "BF16",
+        _ => "?",
+    }
+}
+
+fn params_label(n: u64) -> String {
+    if n >= 1_000_000_000 {
+        format!("{:.1}B", n as f64 / 1e9)
+    } else {
+        format!("{}M", (n as f64 / 1e6).round())
+    }
+}
+
+/// llama-bench's markdown table.
+pub fn markdown(info: &ModelInfo, opts: &Options, results: &[TestResult]) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "| {:<30} | {:>10} | {:>10} | {:<10} | {:>7} | {:>15} | {:>20} |\n",
+        "model", "size", "params", "backend", "threads", "test", "t/s"
+    ));
+    s.push_str(&format!(
+        "| {} | {}: | {}: | {} | {}: | {}: | {}: |\n",
+        "-".repeat(30),
+        "-".repeat(9),
+        "-".repeat(9),
+        "-".repeat(10),
+        "-".repeat(6),
+        "-".repeat(14),
+        "-".repeat(19)
+    ));
+    let size = format!("{:.2} MiB", info.size as f64 / (1024.0 * 1024.0));
+    let params = format!("{:.2} M", info.n_params as f64 / 1e6);
+    let backend = format!("CPU {}", crate::quant::kernel_variant());
+    for r in results {
+        let (avg, sd) = mean_stddev(&r.samples_ts());
+        s.push_str(&format!(
+            "| {:<30} | {:>10} | {:>10} | {:<10} | {:>7} | {:>15} | {:>20} |\n",
+            info.desc,
+            size,
+            params,
+            backend,
+            opts.threads,
+            r.name(),
+            format!("{avg:.2} ± {sd:.2}")
+        ));
+    }
+    s
+}
+
+/// llama-bench's `-o json` rows (the fields scripts read, plus our kernel variant).
+pub fn json(info: &ModelInfo, opts: &Options, results: &[TestResult]) -> serde_json::Value {
+    let rows = results
+        .iter()
+        .map(|r| {
+            let ts = r.samples_ts();
+            let ns: Vec<u64> = r.samples.iter().map(|s| (s * 1e9) as u64).collect();
+            let ns_f: Vec<f64> = ns.iter().map(|&v| v as f64).collect();
+            let (avg_ts, stddev_ts) = mean_stddev(&ts);
+            let (avg_ns, stddev_ns) = mean_stddev(&ns_f);
+            serde_json::json!({
+                "build_commit": env!("CARGO_PKG_VERSION"),
+                "backends": "CPU",
+                "cpu_variant": crate::quant::kernel_variant(),
+                "model_filename": info.filename,
+                "model_type": info.desc,
+                "model_size": info.size,
+                "model_n_params": info.n_params,
+                "n_threads": opts.threads,
+                "n_prompt": r.n_prompt,
+                "n_gen": r.n_gen,
+                "test": r.name(),
+                "avg_ns": avg_ns as u64,
+                "stddev_ns": stddev_ns as u64,
+                "avg_ts": avg_ts,
+                "stddev_ts": stddev_ts,
+                "samples_ns": ns,
+                "samples_ts": ts,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(rows)
+}
+
+/// The `--bench` mode: measure `loaded` and print the report to stdout.
+pub fn run(cli: &Cli, loaded: &Loaded, model_name: &str, threads: usize) -> Result<()> {
+    let opts = Options::from_cli(cli, threads)?;
+    let info = ModelInfo::of(&loaded.model.file, model_name);
+    let results = measure(&loaded.model, &opts);
+    match opts.format {
+        Format::Markdown => print!("{}", markdown(&info, &opts, &results)),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&json(&info, &opts, &results))?
+        ),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mean_and_sample_stddev() {
+        let (m, s) = mean_stddev(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]);
+        assert_eq!(m, 5.0);
+        assert!((s - 2.138089935).abs() < 1e-6);
+        assert_eq!(mean_stddev(&[3.0]), (3.0, 0.0));
+    }
+
+    #[test]
+    fn test_names_follow_llama_bench() {
+        let r = |p, g| TestResult {
+            n_prompt: p,
+            n_gen: g,
+            samples: vec![0.5, 1.0],
+        };
+        assert_eq!(r(512, 0).name(), "pp512");
+        assert_eq!(r(0, 128).name(), "tg128");
+        assert_eq!(r(0, 128).samples_ts(), vec![256.0, 128.0]);
+    }
+
+    #[test]
+    fn random_tokens_stay_in_vocabulary() {
+        let t = random_tokens(1000, 49152, 1);
+        assert!(t.iter().all(|&x| x < 49152));
+        assert_eq!(t, random_tokens(1000, 49152, 1));
+    }
+}
