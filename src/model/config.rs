@@ -78,7 +78,7 @@ impl Config {
             .map(|v| v as usize)
             .unwrap_or(n_head);
         let n_ff = req_u32("feed_forward_length")?;
-        if n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 {
+        if n_head == 0 || n_head_kv == 0 || !n_head.is_multiple_of(n_head_kv) {
             return Err(ModelError::BadValue(
                 key("attention.head_count_kv"),
                 format!("{n_head_kv} does not divide {n_head} heads"),
@@ -165,6 +165,6 @@ impl Config {
     /// The sliding window of layer `il`, or `None` for a global layer.
     pub fn layer_window(&self, il: usize) -> Option<usize> {
         let w = self.sliding_window?;
-        ((il + 1) % self.swa_period != 0).then_some(w)
+        (!(il + 1).is_multiple_of(self.swa_period)).then_some(w)
     }
 }
