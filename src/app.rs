@@ -8,7 +8,8 @@ use crate::generate::Session;
 use crate::gguf::GgufFile;
 use crate::model::Model;
 use crate::perplexity::perplexity;
-use crate::sampling::{Sampler, SamplingParams};
+use crate::sampling::grammar::json_schema;
+use crate::sampling::{Grammar, SamplerKind, Sampler, SamplingParams, TokenVocab};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use anyhow::{bail, Context, Result};
 use std::io::Write;
@@ -161,11 +162,13 @@ fn run_perplexity(cli: &Cli, loaded: &Loaded, text: &str) -> Result<()> {
         .add_bos()
         .then(|| loaded.tokenizer.bos())
         .flatten();
-    eprintln!(
-        "perplexity: tokenized {} tokens, {} chunks of {n_ctx}",
-        tokens.len(),
-        tokens.len() / n_ctx
-    );
+    if tokens.len() >= 2 * n_ctx {
+        eprintln!(
+            "perplexity: tokenized {} tokens, {} chunks of {n_ctx}",
+            tokens.len(),
+            tokens.len() / n_ctx
+        );
+    }
     let r = perplexity(
         &loaded.model,
         &tokens,
@@ -203,15 +206,8 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str) -> Result<()> {
     } else {
         cli.seed as u64
     };
-    let mut sampler = Sampler::new(SamplingParams {
-        temperature: cli.temp,
-        top_k: cli.top_k,
-        top_p: cli.top_p,
-        min_p: cli.min_p,
-        repeat_penalty: cli.repeat_penalty,
-        repeat_last_n: cli.repeat_last_n,
-        seed,
-    });
+    let params = sampling_from_cli(cli, seed)?;
+    let mut sampler = Sampler::new(params, Arc::new(TokenVocab::new(tok)));
     let mut session = Session::new(&loaded.model, n_ctx, cli.batch_size);
     let logits = session.feed(&prompt, false);
     let mut out = std::io::stdout().lock();
@@ -252,6 +248,114 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str) -> Result<()> {
         return Err(e).context("cannot write the trace file");
     }
     Ok(())
+}
+
+/// The sampling flags as validated settings; `seed` is the resolved `--seed`.
+pub fn sampling_from_cli(cli: &Cli, seed: u64) -> Result<SamplingParams> {
+    let mut p = SamplingParams {
+        temperature: cli.temp,
+        dynatemp_range: cli.dynatemp_range,
+        dynatemp_exponent: cli.dynatemp_exp,
+        top_k: cli.top_k,
+        top_p: cli.top_p,
+        min_p: cli.min_p,
+        typical_p: cli.typical,
+        top_n_sigma: cli.top_n_sigma,
+        xtc_probability: cli.xtc_probability,
+        xtc_threshold: cli.xtc_threshold,
+        repeat_penalty: cli.repeat_penalty,
+        repeat_last_n: cli.repeat_last_n,
+        frequency_penalty: cli.frequency_penalty,
+        presence_penalty: cli.presence_penalty,
+        dry_multiplier: cli.dry_multiplier,
+        dry_base: cli.dry_base,
+        dry_allowed_length: cli.dry_allowed_length,
+        dry_penalty_last_n: cli.dry_penalty_last_n,
+        mirostat: cli.mirostat,
+        mirostat_tau: cli.mirostat_ent,
+        mirostat_eta: cli.mirostat_lr,
+        seed,
+        ..SamplingParams::default()
+    };
+    if cli.mirostat > 2 {
+        bail!("--mirostat must be 0, 1 or 2, not {}", cli.mirostat);
+    }
+    if !cli.dry_sequence_breaker.is_empty() {
+        p.dry_sequence_breakers = if cli.dry_sequence_breaker == ["none"] {
+            Vec::new()
+        } else {
+            cli.dry_sequence_breaker
+                .iter()
+                .map(|b| process_escapes(b))
+                .collect()
+        };
+    }
+    match (&cli.samplers, &cli.sampling_seq) {
+        (Some(_), Some(_)) => bail!("give the sampler order with --samplers or --sampling-seq, not both"),
+        (Some(list), None) => {
+            p.samplers = SamplerKind::parse_list(list).map_err(|e| anyhow::anyhow!("--samplers: {e}"))?
+        }
+        (None, Some(seq)) => {
+            p.samplers =
+                SamplerKind::parse_letters(seq).map_err(|e| anyhow::anyhow!("--sampling-seq: {e}"))?
+        }
+        (None, None) => {}
+    }
+    for b in &cli.logit_bias {
+        p.logit_bias.push(parse_logit_bias(b)?);
+    }
+    p.grammar = grammar_from_cli(cli)?.map(Arc::new);
+    Ok(p)
+}
+
+/// llama.cpp's `--logit-bias TOKEN_ID(+/-)BIAS`.
+fn parse_logit_bias(text: &str) -> Result<(u32, f32)> {
+    let bad = || anyhow::anyhow!("--logit-bias {text}: expected TOKEN_ID(+/-)BIAS, e.g. 15043+1 or 15043-inf");
+    let at = text.find(['+', '-']).ok_or_else(bad)?;
+    let id: u32 = text[..at].parse().map_err(|_| bad())?;
+    let bias: f32 = text[at..].parse().map_err(|_| bad())?;
+    if bias.is_nan() {
+        return Err(bad());
+    }
+    Ok((id, bias))
+}
+
+/// The grammar from --grammar, --grammar-file, --json-schema or --json-schema-file (one only).
+fn grammar_from_cli(cli: &Cli) -> Result<Option<Grammar>> {
+    let given = [
+        cli.grammar.is_some(),
+        cli.grammar_file.is_some(),
+        cli.json_schema.is_some(),
+        cli.json_schema_file.is_some(),
+    ];
+    if given.iter().filter(|&&g| g).count() > 1 {
+        bail!("give one of --grammar, --grammar-file, --json-schema, --json-schema-file");
+    }
+    let read = |p: &std::path::Path| {
+        std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))
+    };
+    let (flag, gbnf) = if let Some(g) = &cli.grammar {
+        ("--grammar".to_string(), g.clone())
+    } else if let Some(f) = &cli.grammar_file {
+        (format!("--grammar-file {}", f.display()), read(f)?)
+    } else if let Some(s) = &cli.json_schema {
+        ("--json-schema".to_string(), schema_to_gbnf("--json-schema", s)?)
+    } else if let Some(f) = &cli.json_schema_file {
+        let flag = format!("--json-schema-file {}", f.display());
+        let gbnf = schema_to_gbnf(&flag, &read(f)?)?;
+        (flag, gbnf)
+    } else {
+        return Ok(None);
+    };
+    Grammar::parse(&gbnf)
+        .map(Some)
+        .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
+}
+
+fn schema_to_gbnf(flag: &str, text: &str) -> Result<String> {
+    let schema: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| anyhow::anyhow!("{flag}: not valid JSON: {e}"))?;
+    json_schema::to_gbnf(&schema).map_err(|e| anyhow::anyhow!("{flag}: {e}"))
 }
 
 /// One `--trace-tokens` line: the token, its text and the five highest logits.

@@ -28,7 +28,7 @@ fn main() -> ExitCode {
     };
     match llamafile::app::run(&parsed, own.as_ref()) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(&*e),
+        Err(e) => fail(&e),
     }
 }
 

@@ -71,8 +71,8 @@ pub enum BundleError {
     },
     #[error("{}: entry {name:?} fails its CRC-32 check", path.display())]
     BadChecksum { path: PathBuf, name: String },
-    #[error("{}: neither a GGUF file nor a ZIP archive (no end of central directory record; truncated?)", path.display())]
-    NotAModel { path: PathBuf },
+    #[error("{}: neither a GGUF file (its magic is {magic:?}, not \"GGUF\") nor a ZIP archive (no end of central directory record; truncated?)", path.display())]
+    NotAModel { path: PathBuf, magic: String },
     #[error("{}: its ZIP holds no .gguf entry", path.display())]
     NoGgufInside { path: PathBuf },
     #[error("{}: its ZIP holds several .gguf entries ({}), so which is the model is unclear", path.display(), names.join(", "))]

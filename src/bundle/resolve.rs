@@ -56,6 +56,7 @@ fn locate_on_disk(path: &Path) -> Result<ModelLocation, BundleError> {
     let Some(bundle) = Bundle::open(path)? else {
         return Err(BundleError::NotAModel {
             path: path.to_path_buf(),
+            magic: String::from_utf8_lossy(&magic).into_owned(),
         });
     };
     let ggufs: Vec<_> = bundle.gguf_entries().collect();

@@ -1,0 +1,354 @@
+//! The `llamafile` command line as a user meets it: malformed model files, missing files, unknown
+//! architectures, missing tensors and unknown flags each give one clear line and a non-zero exit;
+//! prompt handling (`-f`, escapes), `--tokenize`, `--trace-tokens`, `--perplexity` and seeded
+//! sampling behave as llama.cpp's tools do.
+
+mod common;
+
+use common::model_path;
+use llamafile::gguf::GgufWriter;
+use llamafile::quant::GgmlType;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const SMOLLM: &str = "SmolLM2-135M-Instruct.Q4_1";
+
+fn llamafile(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_llamafile"))
+        .args(args)
+        .output()
+        .expect("run llamafile")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("llamafile-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// Asserts a failed run that explains itself in exactly one stderr line containing `needle`.
+fn assert_one_line_error(out: &Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!out.status.success(), "expected failure, stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "panic: {stderr}");
+    assert_eq!(lines.len(), 1, "want one line, got: {stderr}");
+    assert!(
+        lines[0].to_lowercase().contains(&needle.to_lowercase()),
+        "{needle:?} not in {:?}",
+        lines[0]
+    );
+}
+
+/// A small, well-formed llama GGUF (no tokenizer: loading fails later, on purpose, if at all).
+fn tiny_llama(arch: &str, skip_tensor: Option<&str>) -> Vec<u8> {
+    let (e, ff, vocab) = (32u64, 64u64, 8u64);
+    let mut w = GgufWriter::new();
+    w.add_kv("general.architecture", arch);
+    for (k, v) in [
+        ("embedding_length", e),
+        ("block_count", 1),
+        ("attention.head_count", 2),
+        ("attention.head_count_kv", 1),
+        ("feed_forward_length", ff),
+        ("vocab_size", vocab),
+    ] {
+        w.add_kv(format!("{arch}.{k}"), v as u32);
+    }
+    let f32s = |n: u64| vec![0u8; n as usize * 4];
+    let tensors: Vec<(&str, Vec<u64>)> = vec![
+        ("token_embd.weight", vec![e, vocab]),
+        ("blk.0.attn_norm.weight", vec![e]),
+        ("blk.0.attn_q.weight", vec![e, e]),
+        ("blk.0.attn_k.weight", vec![e, e / 2]),
+        ("blk.0.attn_v.weight", vec![e, e / 2]),
+        ("blk.0.attn_output.weight", vec![e, e]),
+        ("blk.0.ffn_norm.weight", vec![e]),
+        ("blk.0.ffn_gate.weight", vec![e, ff]),
+        ("blk.0.ffn_up.weight", vec![e, ff]),
+        ("blk.0.ffn_down.weight", vec![ff, e]),
+        ("output_norm.weight", vec![e]),
+    ];
+    for (name, dims) in tensors {
+        if Some(name) == skip_tensor {
+            continue;
+        }
+        let n: u64 = dims.iter().product();
+        w.add_tensor(name, &dims, GgmlType::F32, f32s(n)).unwrap();
+    }
+    w.to_bytes().unwrap()
+}
+
+fn write(name: &str, bytes: &[u8]) -> PathBuf {
+    let p = scratch(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+fn run_model(path: &Path) -> Output {
+    llamafile(&["-m", path.to_str().unwrap(), "-p", "hi", "-n", "1"])
+}
+
+/// Byte offset just after the first occurrence of `needle`.
+fn after(bytes: &[u8], needle: &[u8]) -> usize {
+    bytes
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .unwrap()
+        + needle.len()
+}
+
+#[test]
+fn bad_magic() {
+    let mut b = tiny_llama("llama", None);
+    b[..4].copy_from_slice(b"GGUX");
+    assert_one_line_error(&run_model(&write("case-1.gguf", &b)), "its magic is \"GGUX\"");
+}
+
+#[test]
+fn unsupported_version() {
+    let mut b = tiny_llama("llama", None);
+    b[4..8].copy_from_slice(&7u32.to_le_bytes());
+    assert_one_line_error(&run_model(&write("case-2.gguf", &b)), "version");
+}
+
+#[test]
+fn truncated_header_and_string() {
+    let b = tiny_llama("llama", None);
+    assert_one_line_error(
+        &run_model(&write("case-3.gguf", &b[..20])),
+        "truncated",
+    );
+    let cut = after(&b, b"general.arch");
+    assert_one_line_error(
+        &run_model(&write("case-4.gguf", &b[..cut])),
+        "truncated",
+    );
+}
+
+#[test]
+fn unknown_value_type() {
+    let mut b = tiny_llama("llama", None);
+    let at = after(&b, b"general.architecture");
+    b[at..at + 4].copy_from_slice(&99u32.to_le_bytes());
+    assert_one_line_error(&run_model(&write("case-5.gguf", &b)), "general.architecture");
+}
+
+/// Offset of the tensor info field `field` (0: type, 1: data offset) of 1-D tensor `name`.
+fn tensor_field(bytes: &[u8], name: &str, n_dims: usize, field: usize) -> usize {
+    after(bytes, name.as_bytes()) + 4 + 8 * n_dims + field * 4
+}
+
+#[test]
+fn unknown_tensor_type() {
+    let mut b = tiny_llama("llama", None);
+    let at = tensor_field(&b, "output_norm.weight", 1, 0);
+    b[at..at + 4].copy_from_slice(&77u32.to_le_bytes());
+    assert_one_line_error(&run_model(&write("case-6.gguf", &b)), "output_norm.weight");
+}
+
+#[test]
+fn dimensions_that_overflow() {
+    let mut b = tiny_llama("llama", None);
+    let at = after(&b, b"blk.0.attn_q.weight") + 4;
+    b[at..at + 8].copy_from_slice(&(u64::MAX / 2).to_le_bytes());
+    b[at + 8..at + 16].copy_from_slice(&(u64::MAX / 2).to_le_bytes());
+    assert_one_line_error(&run_model(&write("case-7.gguf", &b)), "blk.0.attn_q.weight");
+}
+
+#[test]
+fn tensor_data_past_end_of_file() {
+    let b = tiny_llama("llama", None);
+    let cut = b.len() - 64;
+    assert_one_line_error(
+        &run_model(&write("case-8.gguf", &b[..cut])),
+        "output_norm.weight",
+    );
+}
+
+#[test]
+fn misaligned_tensor_data() {
+    let mut b = tiny_llama("llama", None);
+    let at = tensor_field(&b, "output_norm.weight", 1, 1);
+    let off = u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    b[at..at + 8].copy_from_slice(&(off + 4).to_le_bytes());
+    assert_one_line_error(
+        &run_model(&write("case-9.gguf", &b)),
+        "output_norm.weight",
+    );
+}
+
+#[test]
+fn missing_file() {
+    assert_one_line_error(
+        &run_model(Path::new("/nonexistent/model.gguf")),
+        "/nonexistent/model.gguf",
+    );
+}
+
+#[test]
+fn unknown_architecture() {
+    let b = tiny_llama("mamba9", None);
+    assert_one_line_error(&run_model(&write("case-10.gguf", &b)), "mamba9");
+}
+
+#[test]
+fn missing_tensor() {
+    let b = tiny_llama("llama", Some("blk.0.ffn_up.weight"));
+    assert_one_line_error(
+        &run_model(&write("case-11.gguf", &b)),
+        "blk.0.ffn_up.weight",
+    );
+}
+
+#[test]
+fn unknown_flag_and_bad_value() {
+    assert_one_line_error(
+        &llamafile(&["--definitely-not-a-flag"]),
+        "--definitely-not-a-flag",
+    );
+    assert_one_line_error(&llamafile(&["-n", "many"]), "many");
+}
+
+fn tokenize(model: &Path, extra: &[&str]) -> Vec<u32> {
+    let mut args = vec!["-m", model.to_str().unwrap(), "--tokenize"];
+    args.extend_from_slice(extra);
+    let out = llamafile(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn prompt_file_drops_one_newline_and_escapes_apply() {
+    let Some(m) = model_path(SMOLLM) else { return };
+    let file = write("prompt.txt", b"Hello world\n");
+    let plain = tokenize(&m, &["-p", "Hello world"]);
+    assert_eq!(tokenize(&m, &["-f", file.to_str().unwrap()]), plain);
+    let two = write("prompt2.txt", b"Hello world\n\n");
+    assert_eq!(
+        tokenize(&m, &["-f", two.to_str().unwrap()]),
+        tokenize(&m, &["-p", "Hello world\n"])
+    );
+    // "\n" in -p is a newline unless --no-escape
+    let escaped = tokenize(&m, &["-p", r"a\nb"]);
+    assert_eq!(escaped, tokenize(&m, &["-p", "a\nb", "--no-escape"]));
+    assert_ne!(escaped, tokenize(&m, &["-p", r"a\nb", "--no-escape"]));
+    // special tokens are parsed unless --no-parse-special
+    let special = tokenize(&m, &["-p", "<|im_start|>"]);
+    assert_eq!(special.len(), 1);
+    assert!(tokenize(&m, &["-p", "<|im_start|>", "--no-parse-special"]).len() > 1);
+}
+
+#[test]
+fn trace_tokens_lines() {
+    let Some(m) = model_path(SMOLLM) else { return };
+    let trace = scratch("trace.jsonl");
+    let out = llamafile(&[
+        "-m",
+        m.to_str().unwrap(),
+        "-p",
+        "The capital of France is",
+        "-n",
+        "4",
+        "--temp",
+        "0",
+        "--trace-tokens",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4);
+    let mut pieces = String::new();
+    for l in &lines {
+        let top = l["top"].as_array().unwrap();
+        assert_eq!(top.len(), 5);
+        assert_eq!(top[0][0], l["id"], "greedy picks the top logit");
+        let logits: Vec<f64> = top.iter().map(|t| t[1].as_f64().unwrap()).collect();
+        assert!(logits.windows(2).all(|w| w[0] >= w[1]), "top is sorted");
+        pieces.push_str(l["piece"].as_str().unwrap());
+    }
+    assert_eq!(String::from_utf8_lossy(&out.stdout), pieces);
+}
+
+#[test]
+fn perplexity_prints_final_estimate() {
+    let Some(m) = model_path(SMOLLM) else { return };
+    let text = common::reference_dir().join("ppl-text.txt");
+    let out = llamafile(&[
+        "-m",
+        m.to_str().unwrap(),
+        "--perplexity",
+        "-f",
+        text.to_str().unwrap(),
+        "-c",
+        "128",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("Final estimate: PPL = "))
+        .expect("final line");
+    let ppl: f64 = line.split_whitespace().nth(4).unwrap().parse().unwrap();
+    assert!(ppl > 1.0 && ppl < 100.0, "{line}");
+    // too little text for the context is a clear error
+    let short = write("short.txt", b"too short\n");
+    assert_one_line_error(
+        &llamafile(&[
+            "-m",
+            m.to_str().unwrap(),
+            "--perplexity",
+            "-f",
+            short.to_str().unwrap(),
+        ]),
+        "tokens",
+    );
+}
+
+#[test]
+fn fixed_seed_reproduces_sampling() {
+    let Some(m) = model_path(SMOLLM) else { return };
+    let run = |seed: &str| {
+        let out = llamafile(&[
+            "-m",
+            m.to_str().unwrap(),
+            "-p",
+            "Once upon a time",
+            "-n",
+            "24",
+            "--seed",
+            seed,
+            "--temp",
+            "1.0",
+        ]);
+        assert!(out.status.success());
+        out.stdout
+    };
+    assert_eq!(run("42"), run("42"));
+}
+
+#[test]
+fn prompt_longer_than_context() {
+    let Some(m) = model_path(SMOLLM) else { return };
+    let long = "word ".repeat(200);
+    assert_one_line_error(
+        &llamafile(&["-m", m.to_str().unwrap(), "-p", &long, "-c", "64"]),
+        "context",
+    );
+}
