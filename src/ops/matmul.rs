@@ -35,6 +35,10 @@ impl<'a> QMat<'a> {
 /// Weight rows handed to one task at least: enough work to amortise scheduling.
 const MIN_ROWS_PER_TASK: usize = 16;
 
+/// Matrix-vector products over fewer weight bytes run on the calling thread: handing work to
+/// the pool costs more than the ~10 µs such a matrix takes to stream.
+const MIN_PARALLEL_BYTES: usize = 192 * 1024;
+
 /// Batches at least this many rows per thread are split by activation rows (token blocks);
 /// smaller ones by weight rows.
 const MIN_TOKENS_PER_THREAD: usize = 8;
@@ -64,6 +68,10 @@ pub fn matmul(w: &QMat, x: &[f32], n: usize, out: &mut [f32]) {
 
     let threads = rayon::current_num_threads().max(1);
     let rb = w.row_bytes();
+    if n == 1 && w.data.len() < MIN_PARALLEL_BYTES {
+        quant::vec_dot_many(w.ty, w.cols, w.data, &qx, out);
+        return;
+    }
     if n == 1 {
         let rows_per_task = task_rows(w.rows, threads);
         out.par_chunks_mut(rows_per_task)
@@ -80,9 +88,13 @@ pub fn matmul(w: &QMat, x: &[f32], n: usize, out: &mut [f32]) {
         out.par_chunks_mut(block * w.rows)
             .zip(qx.par_chunks(block * act_row))
             .for_each(|(o, acts)| {
-                let mut col = vec![0f32; o.len() / w.rows];
+                let nt = o.len() / w.rows;
+                let mut col = vec![0f32; nt];
+                let mut scales = vec![0f32; nt * quant::act_scales_len(w.ty, w.cols)];
+                quant::prepare_act_scales(w.ty, w.cols, acts, act_row, &mut scales);
                 for r in 0..w.rows {
-                    quant::vec_dot_rows(w.ty, w.cols, w.row(r), acts, act_row, &mut col);
+                    let wr = w.row(r);
+                    quant::vec_dot_rows_scaled(w.ty, w.cols, wr, acts, act_row, &scales, &mut col);
                     for (t, v) in col.iter().enumerate() {
                         o[t * w.rows + r] = *v;
                     }

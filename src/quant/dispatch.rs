@@ -14,6 +14,18 @@ pub(crate) type VecDotFn = fn(w: &[u8], a: &[u8]) -> f32;
 /// `stride` bytes apart (lengths already checked); must give [`VecDotFn`]'s bits per row.
 pub(crate) type VecDotRowsFn =
     fn(w: &[u8], acts: &[u8], stride: usize, row_bytes: usize, out: &mut [f32]);
+/// As [`VecDotRowsFn`], with the activation rows' block scales prepared as f32 (`scales`, one
+/// row of `scales_stride` floats per activation row; see `quant::prepare_act_scales`); must give
+/// [`VecDotFn`]'s bits per row.
+pub(crate) type VecDotRowsScaledFn = fn(
+    w: &[u8],
+    acts: &[u8],
+    stride: usize,
+    row_bytes: usize,
+    scales: &[f32],
+    scales_stride: usize,
+    out: &mut [f32],
+);
 /// Quantization of an f32 row (lengths already checked).
 pub(crate) type QuantizeFn = fn(src: &[f32], dst: &mut [u8]);
 /// Dequantization of a row (lengths already checked).
@@ -35,6 +47,9 @@ pub(crate) struct Kernels {
     /// Multi-row variants, where a kernel reuses each decoded weight block; `None` means loop
     /// over `vec_dot`.
     pub vec_dot_rows: [Option<VecDotRowsFn>; N_TYPES],
+    /// Multi-row variants reading prepared activation scales; `None` means no preparation
+    /// pays off for the type and [`Kernels::vec_dot_rows`] is used.
+    pub vec_dot_rows_scaled: [Option<VecDotRowsScaledFn>; N_TYPES],
     /// Indexed by [`slot`] of the target type; `None` where no quantizer exists.
     pub quantize: [Option<QuantizeFn>; N_TYPES],
     /// Attention over an f16 KV cache.
@@ -114,6 +129,7 @@ pub(crate) fn scalar() -> Kernels {
         name: "scalar",
         vec_dot: [None; N_TYPES],
         vec_dot_rows: [None; N_TYPES],
+        vec_dot_rows_scaled: [None; N_TYPES],
         quantize: [None; N_TYPES],
         f16_dot_rows: f16::dot_rows,
         f16_weighted_sum: f16::weighted_sum,

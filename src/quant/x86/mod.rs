@@ -9,6 +9,8 @@ mod k_quants;
 mod k_quants512;
 mod legacy;
 mod legacy512;
+
+pub(super) use legacy512::{prepare_scales, SCALES_PER_PAIR};
 mod quantize;
 
 use super::block::{as_blocks, as_blocks_mut, Block};
@@ -58,6 +60,50 @@ unsafe fn by_rows<W: Block, A: Block>(
         // SAFETY: the caller guarantees the CPU features.
         *o = unsafe { k1(w, [act(done + i)]) }[0];
     }
+}
+
+/// As [`by_rows`], for kernels that read prepared activation scales.
+///
+/// # Safety
+/// The CPU must support the target features of `k1` and `kn`.
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+unsafe fn by_rows_scaled<W: Block, A: Block>(
+    k1: unsafe fn(&[W], [&[A]; 1], [&[f32]; 1]) -> [f32; 1],
+    kn: unsafe fn(&[W], [&[A]; ROWS], [&[f32]; ROWS]) -> [f32; ROWS],
+    w: &[u8],
+    acts: &[u8],
+    stride: usize,
+    row_bytes: usize,
+    scales: &[f32],
+    scales_stride: usize,
+    out: &mut [f32],
+) {
+    let w = as_blocks::<W>(w);
+    let act = |i: usize| as_blocks::<A>(&acts[i * stride..i * stride + row_bytes]);
+    let sc = |i: usize| &scales[i * scales_stride..(i + 1) * scales_stride];
+    let done = out.len() / ROWS * ROWS;
+    let mut chunks = out.chunks_exact_mut(ROWS);
+    for (c, o) in chunks.by_ref().enumerate() {
+        let rows: [usize; ROWS] = std::array::from_fn(|r| c * ROWS + r);
+        // SAFETY: the caller guarantees the CPU features.
+        o.copy_from_slice(&unsafe { kn(w, rows.map(act), rows.map(sc)) });
+    }
+    for (i, o) in chunks.into_remainder().iter_mut().enumerate() {
+        // SAFETY: the caller guarantees the CPU features.
+        *o = unsafe { k1(w, [act(done + i)], [sc(done + i)]) }[0];
+    }
+}
+
+/// Installs a kernel `$f::<R>` reading prepared activation scales as the scaled multi-row entry.
+/// Only for use after the features of `$f` were detected.
+macro_rules! install_scaled {
+    ($k:ident, $ty:expr, $f:path) => {{
+        // SAFETY: as in `install!`.
+        $k.vec_dot_rows_scaled[slot($ty)] =
+            Some(|w, acts, stride, row_bytes, sc, sc_stride, out| unsafe {
+                by_rows_scaled($f, $f, w, acts, stride, row_bytes, sc, sc_stride, out)
+            });
+    }};
 }
 
 /// Installs a multi-row kernel `$f::<R>` as both the single-row and the multi-row entry.
@@ -113,6 +159,11 @@ pub(super) fn avx512(mut k: Kernels) -> Option<Kernels> {
     install!(k, T::Q5_0, legacy512::dot_q5_0);
     install!(k, T::Q5_1, legacy512::dot_q5_1);
     install!(k, T::Q8_0, legacy512::dot_q8_0);
+    install_scaled!(k, T::Q4_0, legacy512::dot_q4_0_scaled);
+    install_scaled!(k, T::Q4_1, legacy512::dot_q4_1_scaled);
+    install_scaled!(k, T::Q5_0, legacy512::dot_q5_0_scaled);
+    install_scaled!(k, T::Q5_1, legacy512::dot_q5_1_scaled);
+    install_scaled!(k, T::Q8_0, legacy512::dot_q8_0_scaled);
     install!(k, T::Q4K, k_quants512::dot_q4_k);
     install!(k, T::Q6K, k_quants512::dot_q6_k);
     // SAFETY (both): reachable only through this table, built after `has_avx512()`.
