@@ -9,7 +9,7 @@ use crate::gguf::GgufFile;
 use crate::model::Model;
 use crate::perplexity::perplexity;
 use crate::sampling::grammar::json_schema;
-use crate::sampling::{Grammar, SamplerKind, Sampler, SamplingParams, TokenVocab};
+use crate::sampling::{Grammar, Sampler, SamplerKind, SamplingParams, TokenVocab};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use anyhow::{bail, Context, Result};
 use std::io::Write;
@@ -291,13 +291,16 @@ pub fn sampling_from_cli(cli: &Cli, seed: u64) -> Result<SamplingParams> {
         };
     }
     match (&cli.samplers, &cli.sampling_seq) {
-        (Some(_), Some(_)) => bail!("give the sampler order with --samplers or --sampling-seq, not both"),
+        (Some(_), Some(_)) => {
+            bail!("give the sampler order with --samplers or --sampling-seq, not both")
+        }
         (Some(list), None) => {
-            p.samplers = SamplerKind::parse_list(list).map_err(|e| anyhow::anyhow!("--samplers: {e}"))?
+            p.samplers =
+                SamplerKind::parse_list(list).map_err(|e| anyhow::anyhow!("--samplers: {e}"))?
         }
         (None, Some(seq)) => {
-            p.samplers =
-                SamplerKind::parse_letters(seq).map_err(|e| anyhow::anyhow!("--sampling-seq: {e}"))?
+            p.samplers = SamplerKind::parse_letters(seq)
+                .map_err(|e| anyhow::anyhow!("--sampling-seq: {e}"))?
         }
         (None, None) => {}
     }
@@ -310,7 +313,11 @@ pub fn sampling_from_cli(cli: &Cli, seed: u64) -> Result<SamplingParams> {
 
 /// llama.cpp's `--logit-bias TOKEN_ID(+/-)BIAS`.
 fn parse_logit_bias(text: &str) -> Result<(u32, f32)> {
-    let bad = || anyhow::anyhow!("--logit-bias {text}: expected TOKEN_ID(+/-)BIAS, e.g. 15043+1 or 15043-inf");
+    let bad = || {
+        anyhow::anyhow!(
+            "--logit-bias {text}: expected TOKEN_ID(+/-)BIAS, e.g. 15043+1 or 15043-inf"
+        )
+    };
     let at = text.find(['+', '-']).ok_or_else(bad)?;
     let id: u32 = text[..at].parse().map_err(|_| bad())?;
     let bias: f32 = text[at..].parse().map_err(|_| bad())?;
@@ -339,7 +346,10 @@ fn grammar_from_cli(cli: &Cli) -> Result<Option<Grammar>> {
     } else if let Some(f) = &cli.grammar_file {
         (format!("--grammar-file {}", f.display()), read(f)?)
     } else if let Some(s) = &cli.json_schema {
-        ("--json-schema".to_string(), schema_to_gbnf("--json-schema", s)?)
+        (
+            "--json-schema".to_string(),
+            schema_to_gbnf("--json-schema", s)?,
+        )
     } else if let Some(f) = &cli.json_schema_file {
         let flag = format!("--json-schema-file {}", f.display());
         let gbnf = schema_to_gbnf(&flag, &read(f)?)?;
@@ -353,8 +363,8 @@ fn grammar_from_cli(cli: &Cli) -> Result<Option<Grammar>> {
 }
 
 fn schema_to_gbnf(flag: &str, text: &str) -> Result<String> {
-    let schema: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| anyhow::anyhow!("{flag}: not valid JSON: {e}"))?;
+    let schema: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| anyhow::anyhow!("{flag}: not valid JSON: {e}"))?;
     json_schema::to_gbnf(&schema).map_err(|e| anyhow::anyhow!("{flag}: {e}"))
 }
 
@@ -371,7 +381,7 @@ fn write_trace(
     idx.truncate(k);
     idx.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
     let top: Vec<(usize, f32)> = idx.iter().map(|&i| (i, logits[i])).collect();
-    let piece = String::from_utf8_lossy(&tok.token_to_piece(id, true)).into_owned();
+    let piece = String::from_utf8_lossy(tok.token_to_piece(id, true)).into_owned();
     let line = serde_json::json!({ "id": id, "piece": piece, "top": top });
     writeln!(out, "{line}")
 }

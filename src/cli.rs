@@ -82,6 +82,115 @@ pub struct Cli {
     )]
     pub repeat_last_n: i32,
 
+    /// Presence penalty: subtracted once from the logit of every recent token (0.0: off).
+    #[arg(
+        long = "presence-penalty",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub presence_penalty: f32,
+
+    /// Frequency penalty: subtracted per occurrence of each recent token (0.0: off).
+    #[arg(
+        long = "frequency-penalty",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub frequency_penalty: f32,
+
+    /// DRY multiplier (0.0: off).
+    #[arg(long = "dry-multiplier", default_value_t = 0.0)]
+    pub dry_multiplier: f32,
+
+    /// DRY base.
+    #[arg(long = "dry-base", default_value_t = 1.75)]
+    pub dry_base: f32,
+
+    /// DRY: repeats longer than this are penalised.
+    #[arg(long = "dry-allowed-length", default_value_t = 2)]
+    pub dry_allowed_length: usize,
+
+    /// DRY: tokens looked back over (0: off, -1: the whole context).
+    #[arg(long = "dry-penalty-last-n", default_value_t = -1, allow_negative_numbers = true)]
+    pub dry_penalty_last_n: i32,
+
+    /// DRY sequence breaker (repeatable; replaces the defaults \n : \" *; "none": no breakers).
+    #[arg(long = "dry-sequence-breaker", value_name = "STRING")]
+    pub dry_sequence_breaker: Vec<String>,
+
+    /// Top-n-sigma sampling (-1: off).
+    #[arg(long = "top-n-sigma", default_value_t = -1.0, allow_negative_numbers = true)]
+    pub top_n_sigma: f32,
+
+    /// Locally typical sampling, parameter p (1.0: off).
+    #[arg(long = "typical", default_value_t = 1.0)]
+    pub typical: f32,
+
+    /// XTC probability (0.0: off).
+    #[arg(long = "xtc-probability", default_value_t = 0.0)]
+    pub xtc_probability: f32,
+
+    /// XTC threshold (above 0.5: off).
+    #[arg(long = "xtc-threshold", default_value_t = 0.1)]
+    pub xtc_threshold: f32,
+
+    /// Dynamic temperature range (0.0: off).
+    #[arg(long = "dynatemp-range", default_value_t = 0.0)]
+    pub dynatemp_range: f32,
+
+    /// Dynamic temperature exponent.
+    #[arg(long = "dynatemp-exp", default_value_t = 1.0)]
+    pub dynatemp_exp: f32,
+
+    /// Mirostat sampling (0: off, 1: Mirostat, 2: Mirostat 2.0).
+    #[arg(long = "mirostat", default_value_t = 0)]
+    pub mirostat: u8,
+
+    /// Mirostat learning rate, eta.
+    #[arg(long = "mirostat-lr", default_value_t = 0.1)]
+    pub mirostat_lr: f32,
+
+    /// Mirostat target entropy, tau.
+    #[arg(long = "mirostat-ent", default_value_t = 5.0)]
+    pub mirostat_ent: f32,
+
+    /// Samplers in order, separated by ';' (default penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature).
+    #[arg(long = "samplers", value_name = "LIST")]
+    pub samplers: Option<String>,
+
+    /// Samplers in order as letters (default edskypmxt).
+    #[arg(
+        long = "sampling-seq",
+        visible_alias = "sampler-seq",
+        value_name = "LETTERS"
+    )]
+    pub sampling_seq: Option<String>,
+
+    /// Bias a token's logit: TOKEN_ID(+|-)BIAS, e.g. 15043+1 or 15043-inf (repeatable).
+    #[arg(
+        short = 'l',
+        long = "logit-bias",
+        value_name = "TOKEN_ID(+/-)BIAS",
+        allow_hyphen_values = true
+    )]
+    pub logit_bias: Vec<String>,
+
+    /// Constrain output with a GBNF grammar.
+    #[arg(long = "grammar", value_name = "GRAMMAR")]
+    pub grammar: Option<String>,
+
+    /// Constrain output with a GBNF grammar read from a file.
+    #[arg(long = "grammar-file", value_name = "FNAME")]
+    pub grammar_file: Option<PathBuf>,
+
+    /// Constrain output to JSON matching this JSON schema ('{}' for any JSON object).
+    #[arg(short = 'j', long = "json-schema", value_name = "SCHEMA")]
+    pub json_schema: Option<String>,
+
+    /// Constrain output to JSON matching the JSON schema in this file.
+    #[arg(long = "json-schema-file", value_name = "FNAME")]
+    pub json_schema_file: Option<PathBuf>,
+
     /// Process escape sequences (\n, \t, \xHH, ...) in the prompt (the default).
     #[arg(short = 'e', long = "escape", overrides_with = "no_escape")]
     pub escape: bool,
@@ -178,6 +287,7 @@ const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-ub", "--ubatch-size"),
     ("-np", "--parallel"),
     ("-cnv", "--chat"),
+    ("-jf", "--json-schema-file"),
 ];
 
 /// Rewrites llama.cpp-style multi-letter short flags to their long names.

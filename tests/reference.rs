@@ -5,7 +5,8 @@ mod common;
 
 use common::{model_path, reference, reference_dir, reference_ppl, MODELS};
 use llamafile::generate::Session;
-use llamafile::sampling::{Sampler, SamplingParams};
+use llamafile::sampling::{Sampler, SamplingParams, TokenVocab};
+use std::sync::Arc;
 
 fn ids(v: &serde_json::Value) -> Vec<u32> {
     v.as_array()
@@ -82,10 +83,13 @@ fn free_running(stem: &str) {
         let ref_steps = g["steps"].as_array().unwrap();
         let mut s = Session::new(&m.model, 1024, 512);
         let logits = s.feed(&prompt, false);
-        let mut sampler = Sampler::new(SamplingParams {
-            temperature: 0.0,
-            ..Default::default()
-        });
+        let mut sampler = Sampler::new(
+            SamplingParams {
+                temperature: 0.0,
+                ..Default::default()
+            },
+            Arc::new(TokenVocab::new(&m.tokenizer)),
+        );
         let mut ours = Vec::new();
         s.generate(
             logits,

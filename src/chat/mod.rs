@@ -20,7 +20,6 @@ pub use terminal::{run_chat, ChatOptions};
 
 use crate::app::Loaded;
 use crate::cli::Cli;
-use crate::sampling::SamplingParams;
 
 /// `--chat`: a terminal conversation on stdin/stdout; `system` (from `-p`/`-f`) opens it.
 pub fn run_from_cli(
@@ -40,15 +39,7 @@ pub fn run_from_cli(
     };
     let opts = ChatOptions {
         system,
-        sampling: SamplingParams {
-            temperature: cli.temp,
-            top_k: cli.top_k,
-            top_p: cli.top_p,
-            min_p: cli.min_p,
-            repeat_penalty: cli.repeat_penalty,
-            repeat_last_n: cli.repeat_last_n,
-            seed,
-        },
+        sampling: crate::app::sampling_from_cli(cli, seed)?,
         n_ctx,
         n_batch: cli.batch_size,
         n_predict: cli.n_predict,

@@ -5,9 +5,10 @@
 use super::{ChatTemplate, Message};
 use crate::generate::Session;
 use crate::model::Model;
-use crate::sampling::{Sampler, SamplingParams};
+use crate::sampling::{Sampler, SamplingParams, TokenVocab};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use std::io::{BufRead, Write};
+use std::sync::Arc;
 
 /// Settings of a terminal conversation.
 #[derive(Clone, Debug)]
@@ -36,7 +37,7 @@ pub fn run_chat(
         .map(|s| Message::new("system", s.clone()))
         .collect();
     let mut session = Session::new(model, opts.n_ctx, opts.n_batch);
-    let mut sampler = Sampler::new(opts.sampling.clone());
+    let mut sampler = Sampler::new(opts.sampling.clone(), Arc::new(TokenVocab::new(tok)));
     let mut line = String::new();
     loop {
         write!(out, "> ")?;
@@ -80,6 +81,7 @@ pub fn run_chat(
         let mut decoder = StreamDecoder::new();
         let mut answer = String::new();
         let mut write_failed = false;
+        sampler.reset_grammar();
         session.generate(
             logits,
             &mut sampler,

@@ -17,7 +17,7 @@ mod tests {
     fn keeps_k_best() {
         let mut c = Candidates::from_logits(&[0.0, 3.0, 1.0, 2.0]);
         apply(&mut c, 2);
-        assert_eq!(c.ids, vec![1, 3]);
+        assert_eq!(c.ids(), vec![1, 3]);
         apply(&mut c, 0);
         assert_eq!(c.len(), 2);
     }

@@ -28,12 +28,12 @@ mod tests {
 
     #[test]
     fn keeps_mass() {
-        // probabilities 0.5, 0.25, 0.25 (logits ln 2, 0, 0)
+        // probabilities 0.25, 0.5, 0.25 (logits 0, ln 2, 0)
         let mut c = Candidates::from_logits(&[0.0, 2f32.ln(), 0.0]);
         apply(&mut c, 0.6);
-        assert_eq!(c.ids, vec![1, 0]);
+        assert_eq!(c.ids(), vec![1, 0]);
         let mut c = Candidates::from_logits(&[0.0, 2f32.ln(), 0.0]);
         apply(&mut c, 0.5);
-        assert_eq!(c.ids, vec![1]);
+        assert_eq!(c.ids(), vec![1]);
     }
 }

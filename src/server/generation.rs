@@ -5,13 +5,18 @@
 //! handle cancels it and frees the slot.
 
 use super::error::ApiError;
+use super::json::kind;
 use super::json::Obj;
 use super::response::{Responder, Response};
 use super::slots::{Event, GenParams, Summary};
-use super::{ServerConfig, State};
-use crate::sampling::SamplingParams;
+use super::State;
+use crate::sampling::grammar::{json_schema, JSON_OBJECT_GBNF};
+use crate::sampling::logprobs::StepLogprobs;
+use crate::sampling::{Grammar, SamplerKind, SamplingParams};
+use crate::tokenizer::Tokenizer;
 use serde_json::{json, Value};
 use std::sync::mpsc::RecvTimeoutError;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How an endpoint shapes its output.
@@ -21,18 +26,21 @@ pub trait Shape {
         Vec::new()
     }
     /// One stream event for new text.
-    fn chunk(&mut self, text: &str, tokens: &[u32]) -> Value;
+    /// `probs` holds one [`prob_json`] entry per token when log-probabilities were asked for.
+    fn chunk(&mut self, text: &str, tokens: &[u32], probs: &[Value]) -> Value;
     /// The last stream events.
     fn closing(&mut self, summary: &Summary) -> Vec<Value>;
     /// The body of a non-streamed response.
-    fn whole(&mut self, text: &str, tokens: &[u32], summary: &Summary) -> Value;
+    fn whole(&mut self, text: &str, tokens: &[u32], probs: &[Value], summary: &Summary) -> Value;
     /// Whether the stream ends with `data: [DONE]` (OpenAI endpoints).
     fn done_marker(&self) -> bool;
 }
 
 /// Sampling fields shared by every generation endpoint, llama.cpp's names, defaulting to the
-/// command line's settings.
-pub fn sampling_params(o: &Obj, config: &ServerConfig) -> Result<SamplingParams, ApiError> {
+/// command line's settings; OpenAI's `logit_bias`, `frequency_penalty`, `presence_penalty` and
+/// `response_format` too. A grammar comes from `grammar`, `json_schema` or `response_format`.
+pub fn sampling_params(o: &Obj, state: &State) -> Result<SamplingParams, ApiError> {
+    let config = &state.config;
     let defaults = &config.sampling;
     let mut p = defaults.clone();
     if let Some(t) = o.f32_in("temperature", 0.0..=100.0)? {
@@ -41,17 +49,79 @@ pub fn sampling_params(o: &Obj, config: &ServerConfig) -> Result<SamplingParams,
     if let Some(k) = o.int_in("top_k", -1..=i32::MAX as i64)? {
         p.top_k = k as i32;
     }
-    if let Some(v) = o.f32_in("top_p", 0.0..=1.0)? {
-        p.top_p = v;
+    for (key, field) in [
+        ("top_p", &mut p.top_p),
+        ("min_p", &mut p.min_p),
+        ("typical_p", &mut p.typical_p),
+        ("xtc_probability", &mut p.xtc_probability),
+        ("xtc_threshold", &mut p.xtc_threshold),
+    ] {
+        if let Some(v) = o.f32_in(key, 0.0..=1.0)? {
+            *field = v;
+        }
     }
-    if let Some(v) = o.f32_in("min_p", 0.0..=1.0)? {
-        p.min_p = v;
+    for (key, field) in [
+        ("repeat_penalty", &mut p.repeat_penalty),
+        ("dynatemp_range", &mut p.dynatemp_range),
+        ("dynatemp_exponent", &mut p.dynatemp_exponent),
+        ("dry_multiplier", &mut p.dry_multiplier),
+        ("dry_base", &mut p.dry_base),
+        ("mirostat_tau", &mut p.mirostat_tau),
+        ("mirostat_eta", &mut p.mirostat_eta),
+    ] {
+        if let Some(v) = o.f32_in(key, 0.0..=100.0)? {
+            *field = v;
+        }
     }
-    if let Some(v) = o.f32_in("repeat_penalty", 0.0..=100.0)? {
-        p.repeat_penalty = v;
+    if let Some(v) = o.f32_in("top_n_sigma", -1.0..=100.0)? {
+        p.top_n_sigma = v;
     }
-    if let Some(v) = o.int_in("repeat_last_n", -1..=i32::MAX as i64)? {
-        p.repeat_last_n = v as i32;
+    for (key, field) in [
+        ("presence_penalty", &mut p.presence_penalty),
+        ("frequency_penalty", &mut p.frequency_penalty),
+    ] {
+        if let Some(v) = o.f32_in(key, -2.0..=2.0)? {
+            *field = v;
+        }
+    }
+    for (key, field) in [
+        ("repeat_last_n", &mut p.repeat_last_n),
+        ("dry_penalty_last_n", &mut p.dry_penalty_last_n),
+    ] {
+        if let Some(v) = o.int_in(key, -1..=i32::MAX as i64)? {
+            *field = v as i32;
+        }
+    }
+    if let Some(v) = o.int_in("dry_allowed_length", 0..=1 << 20)? {
+        p.dry_allowed_length = v as usize;
+    }
+    if let Some(v) = o.int_in("mirostat", 0..=2)? {
+        p.mirostat = v as u8;
+    }
+    if let Some(items) = o.array("dry_sequence_breakers")? {
+        p.dry_sequence_breakers = string_items(items, "dry_sequence_breakers")?;
+    }
+    match o.get("samplers") {
+        None => {}
+        Some(Value::String(s)) => {
+            p.samplers = SamplerKind::parse_letters(s)
+                .or_else(|_| SamplerKind::parse_list(s))
+                .map_err(|e| ApiError::field("samplers", e))?
+        }
+        Some(Value::Array(items)) => {
+            let names = string_items(items, "samplers")?;
+            p.samplers = SamplerKind::parse_list(&names.join(";"))
+                .map_err(|e| ApiError::field("samplers", e))?;
+        }
+        Some(other) => {
+            return Err(ApiError::field(
+                "samplers",
+                format!("expected an array of sampler names, got {}", kind(other)),
+            ))
+        }
+    }
+    if let Some(v) = o.get("logit_bias") {
+        p.logit_bias = logit_bias(v, state)?;
     }
     p.seed = match o.int_in("seed", i64::MIN..=i64::MAX)? {
         Some(s) if s >= 0 => s as u64,
@@ -59,7 +129,171 @@ pub fn sampling_params(o: &Obj, config: &ServerConfig) -> Result<SamplingParams,
         None if config.seed_random => random_seed(),
         None => defaults.seed,
     };
+    if let Some(g) = request_grammar(o)? {
+        p.grammar = Some(Arc::new(g));
+    }
     Ok(p)
+}
+
+fn string_items(items: &[Value], field: &str) -> Result<Vec<String>, ApiError> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| match v {
+            Value::String(s) => Ok(s.clone()),
+            other => Err(ApiError::field(
+                &format!("{field}[{i}]"),
+                format!("expected a string, got {}", kind(other)),
+            )),
+        })
+        .collect()
+}
+
+/// `logit_bias`: OpenAI's object `{"TOKEN_ID": bias}` or llama.cpp's array `[[id, bias], ...]`;
+/// a key or id that is text applies to each of its tokens; a bias of `false` bans the token.
+fn logit_bias(v: &Value, state: &State) -> Result<Vec<(u32, f32)>, ApiError> {
+    let n_vocab = state.loaded.model.config.n_vocab;
+    let tok = &state.loaded.tokenizer;
+    let mut out = Vec::new();
+    let mut add = |key: &Value, bias: &Value, path: &str| -> Result<(), ApiError> {
+        let bias = match bias {
+            Value::Bool(false) => f32::NEG_INFINITY,
+            Value::Number(n) => match n.as_f64() {
+                Some(b) if b.is_finite() => b as f32,
+                _ => return Err(ApiError::field(path, "expected a finite number")),
+            },
+            other => {
+                return Err(ApiError::field(
+                    path,
+                    format!("expected a number or false, got {}", kind(other)),
+                ))
+            }
+        };
+        let ids: Vec<u32> = match key {
+            Value::Number(n) => {
+                vec![n
+                    .as_u64()
+                    .filter(|&i| (i as usize) < n_vocab)
+                    .ok_or_else(|| {
+                        ApiError::field(
+                            path,
+                            format!("token id {n} is outside the vocabulary of {n_vocab} tokens"),
+                        )
+                    })? as u32]
+            }
+            Value::String(s) => match s.parse::<u64>() {
+                Ok(i) if (i as usize) < n_vocab => vec![i as u32],
+                Ok(i) => {
+                    return Err(ApiError::field(
+                        path,
+                        format!("token id {i} is outside the vocabulary of {n_vocab} tokens"),
+                    ))
+                }
+                Err(_) => tok.encode(s, false, false),
+            },
+            other => {
+                return Err(ApiError::field(
+                    path,
+                    format!("expected a token id or text, got {}", kind(other)),
+                ))
+            }
+        };
+        out.extend(ids.into_iter().map(|id| (id, bias)));
+        Ok(())
+    };
+    match v {
+        Value::Object(map) => {
+            for (k, b) in map {
+                add(&Value::String(k.clone()), b, &format!("logit_bias.{k}"))?;
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let path = format!("logit_bias[{i}]");
+                match item.as_array().map(Vec::as_slice) {
+                    Some([k, b]) => add(k, b, &path)?,
+                    _ => return Err(ApiError::field(&path, "expected a [token, bias] pair")),
+                }
+            }
+        }
+        other => {
+            return Err(ApiError::field(
+                "logit_bias",
+                format!("expected an object or an array, got {}", kind(other)),
+            ))
+        }
+    }
+    Ok(out)
+}
+
+/// The grammar a request asks for: `grammar` (GBNF), `json_schema`, or OpenAI's
+/// `response_format` (`json_object`, optionally with `schema`, or `json_schema`).
+fn request_grammar(o: &Obj) -> Result<Option<Grammar>, ApiError> {
+    let mut sources: Vec<(String, String)> = Vec::new();
+    if let Some(g) = o.str("grammar")? {
+        sources.push(("grammar".to_string(), g.to_string()));
+    }
+    if let Some(schema) = o.get("json_schema") {
+        sources.push((
+            "json_schema".to_string(),
+            schema_gbnf(schema, "json_schema")?,
+        ));
+    }
+    if let Some(rf) = o.get("response_format") {
+        let rf = Obj::at(rf, "response_format")?;
+        match rf.str("type")? {
+            None | Some("text") => {}
+            Some("json_object") => {
+                let gbnf = match rf.get("schema") {
+                    Some(schema) => schema_gbnf(schema, "response_format.schema")?,
+                    None => JSON_OBJECT_GBNF.to_string(),
+                };
+                sources.push(("response_format".to_string(), gbnf));
+            }
+            Some("json_schema") => {
+                let js = rf.get("json_schema").ok_or_else(|| {
+                    ApiError::field(
+                        "response_format.json_schema",
+                        "is required for type 'json_schema'",
+                    )
+                })?;
+                let js = Obj::at(js, "response_format.json_schema")?;
+                let schema = js.get("schema").ok_or_else(|| {
+                    ApiError::field("response_format.json_schema.schema", "is required")
+                })?;
+                sources.push((
+                    "response_format.json_schema.schema".to_string(),
+                    schema_gbnf(schema, "response_format.json_schema.schema")?,
+                ));
+            }
+            Some(other) => {
+                return Err(ApiError::field(
+                    "response_format.type",
+                    format!("'{other}' is not one of 'text', 'json_object', 'json_schema'"),
+                ))
+            }
+        }
+    }
+    if sources.len() > 1 {
+        return Err(ApiError::field(
+            &sources[1].0,
+            format!(
+                "give only one of grammar, json_schema and response_format (also got {})",
+                sources[0].0
+            ),
+        ));
+    }
+    let Some((field, gbnf)) = sources.pop() else {
+        return Ok(None);
+    };
+    Grammar::parse(&gbnf)
+        .map(Some)
+        .map_err(|e| ApiError::field(&field, format!("invalid grammar: {e}")))
+}
+
+fn schema_gbnf(schema: &Value, field: &str) -> Result<String, ApiError> {
+    json_schema::to_gbnf(schema)
+        .map_err(|e| ApiError::field(field, format!("unsupported schema: {e}")))
 }
 
 /// A fresh seed from the clock (seed -1 asks for one).
@@ -105,8 +339,10 @@ pub fn run(
     shape: &mut dyn Shape,
 ) -> Result<(), ApiError> {
     let job = state.scheduler.submit(prompt, params)?;
+    let tok = &state.loaded.tokenizer;
     let mut text = String::new();
     let mut tokens = Vec::new();
+    let mut all_probs = Vec::new();
     let mut sse = None;
     if stream {
         let mut s = rsp.sse()?;
@@ -149,17 +385,22 @@ pub fn run(
             Event::Text {
                 text: t,
                 tokens: ids,
-            } => match sse.as_mut() {
-                Some(s) => {
-                    if s.json(&shape.chunk(&t, &ids)).is_err() {
-                        return Ok(());
+                probs,
+            } => {
+                let probs: Vec<Value> = probs.iter().map(|p| prob_json(tok, p)).collect();
+                match sse.as_mut() {
+                    Some(s) => {
+                        if s.json(&shape.chunk(&t, &ids, &probs)).is_err() {
+                            return Ok(());
+                        }
+                    }
+                    None => {
+                        text.push_str(&t);
+                        tokens.extend(ids);
+                        all_probs.extend(probs);
                     }
                 }
-                None => {
-                    text.push_str(&t);
-                    tokens.extend(ids);
-                }
-            },
+            }
             Event::Done(summary) => {
                 return match sse {
                     Some(mut s) => {
@@ -175,7 +416,7 @@ pub fn run(
                         Ok(())
                     }
                     None => {
-                        let body = shape.whole(&text, &tokens, &summary);
+                        let body = shape.whole(&text, &tokens, &all_probs, &summary);
                         rsp.send(&Response::json(200, &body))?;
                         Ok(())
                     }
@@ -183,6 +424,24 @@ pub fn run(
             }
         }
     }
+}
+
+/// One token's log-probabilities as llama.cpp's `completion_probabilities` entries and
+/// OpenAI's `logprobs.content` entries write them: `id`, `token`, `logprob`, `bytes` and
+/// `top_logprobs`.
+pub fn prob_json(tok: &Tokenizer, p: &StepLogprobs) -> Value {
+    let entry = |id: u32, logprob: f32| {
+        let bytes = tok.token_to_piece(id, false);
+        json!({
+            "id": id,
+            "token": String::from_utf8_lossy(bytes),
+            "logprob": logprob,
+            "bytes": bytes,
+        })
+    };
+    let mut v = entry(p.chosen.id, p.chosen.logprob);
+    v["top_logprobs"] = p.top.iter().map(|t| entry(t.id, t.logprob)).collect();
+    v
 }
 
 /// llama.cpp's `timings` object.

@@ -74,7 +74,7 @@ pub fn completion(state: &State, body: &[u8], rsp: &mut Responder) -> Result<(),
     let v = parse_body(body)?;
     let o = Obj::root(&v);
     let prompt = native_prompt(state, o.get("prompt"))?;
-    let sampling = sampling_params(&o, &state.config)?;
+    let sampling = sampling_params(&o, state)?;
     let params = GenParams {
         n_predict: o
             .int_in("n_predict", -1..=1 << 30)?
@@ -82,14 +82,12 @@ pub fn completion(state: &State, body: &[u8], rsp: &mut Responder) -> Result<(),
         stop: o.stop("stop")?,
         cache_prompt: o.bool("cache_prompt")?.unwrap_or(true),
         ignore_eos: o.bool("ignore_eos")?.unwrap_or(false),
+        n_probs: match o.int_in("n_probs", 0..=100)?.unwrap_or(0) {
+            0 => None,
+            n => Some(n as usize),
+        },
         sampling,
     };
-    if o.int_in("n_probs", 0..=1 << 20)?.unwrap_or(0) > 0 {
-        return Err(ApiError::field(
-            "n_probs",
-            "is not supported by this server yet",
-        ));
-    }
     let stream = o.bool("stream")?.unwrap_or(false);
     let return_tokens = o.bool("return_tokens")?.unwrap_or(false);
     check_prompt(state, &prompt, "prompt")?;
@@ -125,12 +123,12 @@ struct NativeShape {
 }
 
 impl NativeShape {
-    fn final_fields(&self, content: &str, tokens: &[u32], s: &Summary) -> Value {
+    fn final_fields(&self, content: &str, tokens: &[u32], probs: &[Value], s: &Summary) -> Value {
         let stopping_word = match &s.finish {
             super::slots::Finish::StopWord(w) => w.as_str(),
             _ => "",
         };
-        json!({
+        let mut v = json!({
             "index": 0,
             "content": content,
             "tokens": if self.return_tokens { tokens.to_vec() } else { Vec::new() },
@@ -146,26 +144,34 @@ impl NativeShape {
             "stop_type": s.finish.stop_type(),
             "stopping_word": stopping_word,
             "timings": timings(s),
-        })
+        });
+        if !probs.is_empty() {
+            v["completion_probabilities"] = Value::from(probs.to_vec());
+        }
+        v
     }
 }
 
 impl Shape for NativeShape {
-    fn chunk(&mut self, text: &str, tokens: &[u32]) -> Value {
-        json!({
+    fn chunk(&mut self, text: &str, tokens: &[u32], probs: &[Value]) -> Value {
+        let mut v = json!({
             "index": 0,
             "content": text,
             "tokens": if self.return_tokens { tokens.to_vec() } else { Vec::new() },
             "stop": false,
-        })
+        });
+        if !probs.is_empty() {
+            v["completion_probabilities"] = Value::from(probs.to_vec());
+        }
+        v
     }
 
     fn closing(&mut self, s: &Summary) -> Vec<Value> {
-        vec![self.final_fields("", &[], s)]
+        vec![self.final_fields("", &[], &[], s)]
     }
 
-    fn whole(&mut self, text: &str, tokens: &[u32], s: &Summary) -> Value {
-        self.final_fields(text, tokens, s)
+    fn whole(&mut self, text: &str, tokens: &[u32], probs: &[Value], s: &Summary) -> Value {
+        self.final_fields(text, tokens, probs, s)
     }
 
     fn done_marker(&self) -> bool {
@@ -246,6 +252,7 @@ pub fn props(state: &State) -> Response {
         stop: Vec::new(),
         cache_prompt: true,
         ignore_eos: false,
+        n_probs: None,
     };
     let n_ctx = state.scheduler.options.n_ctx_slot;
     Response::json(

@@ -91,40 +91,13 @@ pub fn parse_messages(o: &Obj) -> Result<Vec<Message>, ApiError> {
 }
 
 /// Fields OpenAI clients may send that this server cannot honour: refused, not ignored.
+/// (`response_format`, penalties, `logit_bias` and `seed` are read with the sampling fields.)
 fn refuse_unsupported(o: &Obj) -> Result<(), ApiError> {
-    for key in ["presence_penalty", "frequency_penalty"] {
-        if let Some(v) = o.f32_in(key, -2.0..=2.0)? {
-            if v != 0.0 {
-                return Err(ApiError::field(
-                    key,
-                    "is not supported by this server yet (use repeat_penalty)",
-                ));
-            }
-        }
-    }
-    if o.bool("logprobs")? == Some(true) {
-        return Err(ApiError::field(
-            "logprobs",
-            "is not supported by this server yet",
-        ));
-    }
     if o.array("tools")?.is_some_and(|t| !t.is_empty()) {
         return Err(ApiError::field(
             "tools",
             "tool calls are not supported by this server yet",
         ));
-    }
-    if let Some(rf) = o.get("response_format") {
-        let rf = Obj::at(rf, "response_format")?;
-        match rf.str("type")? {
-            None | Some("text") => {}
-            Some(other) => {
-                return Err(ApiError::field(
-                    "response_format.type",
-                    format!("'{other}' is not supported by this server yet (only 'text')"),
-                ))
-            }
-        }
     }
     if let Some(n) = o.int_in("n", i64::MIN..=i64::MAX)? {
         if n != 1 {
@@ -140,8 +113,13 @@ fn refuse_unsupported(o: &Obj) -> Result<(), ApiError> {
 
 /// The generation settings of an OpenAI request; `default_max` when neither `max_tokens` nor
 /// `max_completion_tokens` is given.
-fn gen_params(state: &State, o: &Obj, default_max: i64) -> Result<GenParams, ApiError> {
-    let sampling = sampling_params(o, &state.config)?;
+fn gen_params(
+    state: &State,
+    o: &Obj,
+    default_max: i64,
+    n_probs: Option<usize>,
+) -> Result<GenParams, ApiError> {
+    let sampling = sampling_params(o, state)?;
     let max = match o.int_in("max_completion_tokens", 1..=1 << 30)? {
         Some(n) => n,
         None => o.int_in("max_tokens", 1..=1 << 30)?.unwrap_or(default_max),
@@ -152,7 +130,26 @@ fn gen_params(state: &State, o: &Obj, default_max: i64) -> Result<GenParams, Api
         stop: o.stop("stop")?,
         cache_prompt: o.bool("cache_prompt")?.unwrap_or(true),
         ignore_eos: o.bool("ignore_eos")?.unwrap_or(false),
+        n_probs,
     })
+}
+
+/// Chat's `logprobs` (a boolean) and `top_logprobs` (0 to 20).
+fn chat_logprobs(o: &Obj) -> Result<Option<usize>, ApiError> {
+    let top = o.int_in("top_logprobs", 0..=20)?;
+    match (o.bool("logprobs")?, top) {
+        (Some(true), top) => Ok(Some(top.unwrap_or(0) as usize)),
+        (_, Some(_)) => Err(ApiError::field(
+            "top_logprobs",
+            "requires \"logprobs\": true",
+        )),
+        _ => Ok(None),
+    }
+}
+
+/// The legacy completions endpoint's `logprobs`: how many alternatives (0 to 5) per token.
+fn completion_logprobs(o: &Obj) -> Result<Option<usize>, ApiError> {
+    Ok(o.int_in("logprobs", 0..=5)?.map(|n| n as usize))
 }
 
 fn include_usage(o: &Obj) -> Result<bool, ApiError> {
@@ -178,7 +175,7 @@ pub fn chat_completions(state: &State, body: &[u8], rsp: &mut Responder) -> Resu
     refuse_unsupported(&o)?;
     let messages = parse_messages(&o)?;
     let stream = o.bool("stream")?.unwrap_or(false);
-    let params = gen_params(state, &o, -1)?;
+    let params = gen_params(state, &o, -1, chat_logprobs(&o)?)?;
     let usage_in_stream = include_usage(&o)?;
     let text = state
         .template
@@ -204,13 +201,17 @@ struct ChatShape {
 
 impl ChatShape {
     fn chunk_with(&self, delta: Value, finish: Option<&str>) -> Value {
+        self.chunk_with_probs(delta, finish, &[])
+    }
+
+    fn chunk_with_probs(&self, delta: Value, finish: Option<&str>, probs: &[Value]) -> Value {
         json!({
             "id": self.id,
             "object": "chat.completion.chunk",
             "created": self.created,
             "model": self.model,
             "system_fingerprint": FINGERPRINT,
-            "choices": [{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish }],
+            "choices": [{ "index": 0, "delta": delta, "logprobs": chat_probs(probs), "finish_reason": finish }],
         })
     }
 }
@@ -220,8 +221,8 @@ impl Shape for ChatShape {
         vec![self.chunk_with(json!({ "role": "assistant", "content": "" }), None)]
     }
 
-    fn chunk(&mut self, text: &str, _tokens: &[u32]) -> Value {
-        self.chunk_with(json!({ "content": text }), None)
+    fn chunk(&mut self, text: &str, _tokens: &[u32], probs: &[Value]) -> Value {
+        self.chunk_with_probs(json!({ "content": text }), None, probs)
     }
 
     fn closing(&mut self, s: &Summary) -> Vec<Value> {
@@ -242,7 +243,7 @@ impl Shape for ChatShape {
         out
     }
 
-    fn whole(&mut self, text: &str, _tokens: &[u32], s: &Summary) -> Value {
+    fn whole(&mut self, text: &str, _tokens: &[u32], probs: &[Value], s: &Summary) -> Value {
         json!({
             "id": self.id,
             "object": "chat.completion",
@@ -252,7 +253,7 @@ impl Shape for ChatShape {
             "choices": [{
                 "index": 0,
                 "message": { "role": "assistant", "content": text },
-                "logprobs": null,
+                "logprobs": chat_probs(probs),
                 "finish_reason": s.finish.openai(),
             }],
             "usage": usage(s),
@@ -295,7 +296,7 @@ pub fn completions(state: &State, body: &[u8], rsp: &mut Responder) -> Result<()
     };
     let stream = o.bool("stream")?.unwrap_or(false);
     // OpenAI's default for this endpoint.
-    let params = gen_params(state, &o, 16)?;
+    let params = gen_params(state, &o, 16, completion_logprobs(&o)?)?;
     let usage_in_stream = include_usage(&o)?;
     check_prompt(state, &prompt, "prompt")?;
     let mut shape = CompletionShape {
@@ -303,6 +304,7 @@ pub fn completions(state: &State, body: &[u8], rsp: &mut Responder) -> Result<()
         created: now(),
         model: state.config.model_name.clone(),
         usage_in_stream,
+        offset: 0,
     };
     generation::run(state, rsp, prompt, params, stream, &mut shape)
 }
@@ -312,9 +314,41 @@ struct CompletionShape {
     created: u64,
     model: String,
     usage_in_stream: bool,
+    /// Bytes of text before the next token, for `logprobs.text_offset`.
+    offset: usize,
 }
 
 impl CompletionShape {
+    /// The legacy `logprobs` object: parallel lists of tokens, their log-probabilities, the
+    /// alternatives as `{token: logprob}` maps, and each token's byte offset in the text.
+    fn legacy_probs(&mut self, probs: &[Value]) -> Value {
+        if probs.is_empty() {
+            return Value::Null;
+        }
+        let mut offsets = Vec::with_capacity(probs.len());
+        for p in probs {
+            offsets.push(self.offset);
+            self.offset += p["bytes"].as_array().map_or(0, Vec::len);
+        }
+        let top: Vec<Value> = probs
+            .iter()
+            .map(|p| {
+                let mut m = serde_json::Map::new();
+                for t in p["top_logprobs"].as_array().into_iter().flatten() {
+                    let key = t["token"].as_str().unwrap_or_default().to_string();
+                    m.entry(key).or_insert_with(|| t["logprob"].clone());
+                }
+                Value::Object(m)
+            })
+            .collect();
+        json!({
+            "tokens": probs.iter().map(|p| p["token"].clone()).collect::<Vec<_>>(),
+            "token_logprobs": probs.iter().map(|p| p["logprob"].clone()).collect::<Vec<_>>(),
+            "top_logprobs": top,
+            "text_offset": offsets,
+        })
+    }
+
     fn object(&self, choices: Value) -> Value {
         json!({
             "id": self.id,
@@ -328,8 +362,9 @@ impl CompletionShape {
 }
 
 impl Shape for CompletionShape {
-    fn chunk(&mut self, text: &str, _tokens: &[u32]) -> Value {
-        self.object(json!([{ "index": 0, "text": text, "logprobs": null, "finish_reason": null }]))
+    fn chunk(&mut self, text: &str, _tokens: &[u32], probs: &[Value]) -> Value {
+        let lp = self.legacy_probs(probs);
+        self.object(json!([{ "index": 0, "text": text, "logprobs": lp, "finish_reason": null }]))
     }
 
     fn closing(&mut self, s: &Summary) -> Vec<Value> {
@@ -346,9 +381,10 @@ impl Shape for CompletionShape {
         out
     }
 
-    fn whole(&mut self, text: &str, _tokens: &[u32], s: &Summary) -> Value {
+    fn whole(&mut self, text: &str, _tokens: &[u32], probs: &[Value], s: &Summary) -> Value {
+        let lp = self.legacy_probs(probs);
         let mut v = self.object(
-            json!([{ "index": 0, "text": text, "logprobs": null, "finish_reason": s.finish.openai() }]),
+            json!([{ "index": 0, "text": text, "logprobs": lp, "finish_reason": s.finish.openai() }]),
         );
         v["usage"] = usage(s);
         v["timings"] = timings(s);
@@ -357,6 +393,15 @@ impl Shape for CompletionShape {
 
     fn done_marker(&self) -> bool {
         true
+    }
+}
+
+/// Chat's `logprobs` object: `{"content": [...]}`, or null when none were asked for.
+fn chat_probs(probs: &[Value]) -> Value {
+    if probs.is_empty() {
+        Value::Null
+    } else {
+        json!({ "content": probs })
     }
 }
 

@@ -11,6 +11,7 @@ use super::slots::{pick_slot, Event, Finish, GenParams, Job, Slot, Summary, Text
 use crate::app::Loaded;
 use crate::kv_cache::KvCache;
 use crate::model::Batch;
+use crate::sampling::{logprobs, TokenVocab};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -75,6 +76,7 @@ impl Scheduler {
                 .collect(),
             slots: (0..options.n_slots).map(Slot::new).collect(),
             queue: VecDeque::new(),
+            vocab: Arc::new(TokenVocab::new(&loaded.tokenizer)),
             loaded,
             options,
             metrics,
@@ -125,6 +127,8 @@ struct Worker {
     caches: Vec<KvCache>,
     slots: Vec<Slot>,
     queue: VecDeque<Job>,
+    /// Token bytes for grammars and DRY, shared by every slot's sampler.
+    vocab: Arc<TokenVocab>,
     metrics: Arc<Metrics>,
     status: Arc<Mutex<Vec<SlotStatus>>>,
 }
@@ -172,7 +176,7 @@ impl Worker {
                 break;
             };
             let job = self.queue.pop_front().expect("front exists");
-            let keep = self.slots[i].start(job);
+            let keep = self.slots[i].start(job, &self.vocab);
             self.caches[i].truncate(keep);
         }
         let processing = self.slots.iter().filter(|s| s.active.is_some()).count();
@@ -259,12 +263,24 @@ impl Worker {
         if tok.is_eog(id) && !a.job.params.ignore_eos {
             finish = Some(Finish::Eog);
         } else {
+            if let Some(n) = a.job.params.n_probs {
+                a.pending_probs.push(logprobs::step(logits, id, n));
+            }
             let (text, tokens, stopped) = match a.push_token(tok, id) {
                 TextStep::Send(text, tokens) => (text, tokens, None),
                 TextStep::Stopped(text, tokens, word) => (text, tokens, Some(word)),
             };
             if !text.is_empty() || !tokens.is_empty() {
-                alive = a.job.events.send(Event::Text { text, tokens }).is_ok();
+                let probs = a.take_probs(!tokens.is_empty());
+                alive = a
+                    .job
+                    .events
+                    .send(Event::Text {
+                        text,
+                        tokens,
+                        probs,
+                    })
+                    .is_ok();
             }
             let n_predict = a.job.params.n_predict;
             if let Some(word) = stopped {
@@ -291,7 +307,12 @@ impl Worker {
         if !matches!(finish, Finish::StopWord(_)) {
             let (text, tokens) = a.flush();
             if !text.is_empty() || !tokens.is_empty() {
-                let _ = a.job.events.send(Event::Text { text, tokens });
+                let probs = a.take_probs(!tokens.is_empty());
+                let _ = a.job.events.send(Event::Text {
+                    text,
+                    tokens,
+                    probs,
+                });
             }
         }
         let first = a.first_token.unwrap_or(now);

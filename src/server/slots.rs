@@ -4,7 +4,8 @@
 //! per-request text state: streaming detokenization with stop sequences held back until they
 //! can no longer match.
 
-use crate::sampling::{Sampler, SamplingParams};
+use crate::sampling::logprobs::StepLogprobs;
+use crate::sampling::{Sampler, SamplingParams, TokenVocab};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -22,6 +23,9 @@ pub struct GenParams {
     pub cache_prompt: bool,
     /// Keep going past end-of-generation tokens.
     pub ignore_eos: bool,
+    /// Report each token's log-probability and this many alternatives (`None`: no
+    /// log-probabilities).
+    pub n_probs: Option<usize>,
 }
 
 /// Why generation ended.
@@ -76,6 +80,8 @@ pub enum Event {
     Text {
         text: String,
         tokens: Vec<u32>,
+        /// One entry per token when log-probabilities were asked for.
+        probs: Vec<StepLogprobs>,
     },
     Done(Summary),
 }
@@ -106,6 +112,8 @@ pub struct Active {
     /// Decoded text not yet sent (it may be the start of a stop sequence).
     pub pending: String,
     pub pending_tokens: Vec<u32>,
+    /// Log-probabilities of `pending_tokens` (when asked for).
+    pub pending_probs: Vec<StepLogprobs>,
     /// The sampled token to feed next.
     pub next_token: Option<u32>,
     pub n_decoded: usize,
@@ -144,7 +152,7 @@ impl Slot {
 
     /// Starts `job`, keeping the cached prefix it shares (at least one prompt token is always
     /// evaluated again, for its logits). Returns how many cached tokens are kept.
-    pub fn start(&mut self, job: Job) -> usize {
+    pub fn start(&mut self, job: Job, vocab: &Arc<TokenVocab>) -> usize {
         let keep = if job.params.cache_prompt {
             self.common_prefix(&job.prompt)
                 .min(job.prompt.len().saturating_sub(1))
@@ -152,7 +160,7 @@ impl Slot {
             0
         };
         self.tokens.truncate(keep);
-        let sampler = Sampler::new(job.params.sampling.clone());
+        let sampler = Sampler::new(job.params.sampling.clone(), vocab.clone());
         self.active = Some(Active {
             job,
             prompt_done: keep,
@@ -161,6 +169,7 @@ impl Slot {
             decoder: StreamDecoder::new(),
             pending: String::new(),
             pending_tokens: Vec::new(),
+            pending_probs: Vec::new(),
             next_token: None,
             n_decoded: 0,
             started: Instant::now(),
@@ -196,6 +205,15 @@ pub enum TextStep {
 }
 
 impl Active {
+    /// The log-probabilities of tokens about to be sent (all pending ones once their tokens go).
+    pub fn take_probs(&mut self, tokens_sent: bool) -> Vec<StepLogprobs> {
+        if tokens_sent {
+            std::mem::take(&mut self.pending_probs)
+        } else {
+            Vec::new()
+        }
+    }
+
     /// Adds a generated (non-end-of-generation) token to the text.
     pub fn push_token(&mut self, tok: &Tokenizer, id: u32) -> TextStep {
         let piece = self.decoder.push(tok, id);

@@ -82,7 +82,44 @@ def main():
         except openai.BadRequestError as e:
             assert e.status_code == 400 and "n=1" in str(e), e
 
-        print(f"openai {openai.__version__}: models, chat (streamed and not), completions: ok")
+        # Structured output: response_format json_schema and json_object, checked by jsonschema.
+        import json
+        import jsonschema
+        schema = {"type": "object",
+                  "properties": {"city": {"type": "string", "maxLength": 30},
+                                 "population": {"type": "integer", "minimum": 0, "maximum": 50000000},
+                                 "tags": {"type": "array", "items": {"enum": ["big", "old", "coastal"]},
+                                          "maxItems": 3}},
+                  "required": ["city", "population"]}
+        structured = client.chat.completions.create(
+            model=ids[0], messages=[{"role": "user", "content": "Describe Paris as JSON."}],
+            max_tokens=200, temperature=0.7, seed=3,
+            response_format={"type": "json_schema", "json_schema": {"name": "city", "schema": schema}})
+        doc = json.loads(structured.choices[0].message.content)
+        jsonschema.validate(doc, schema)
+        obj = client.chat.completions.create(
+            model=ids[0], messages=[{"role": "user", "content": "Describe a cat."}],
+            max_tokens=200, temperature=0, response_format={"type": "json_object"})
+        assert isinstance(json.loads(obj.choices[0].message.content), dict), obj
+
+        # Log-probabilities, the penalties and logit_bias are accepted and honoured.
+        lp = client.chat.completions.create(
+            model=ids[0], messages=messages, max_tokens=6, temperature=0, logprobs=True,
+            top_logprobs=2, presence_penalty=0.5, frequency_penalty=0.5, logit_bias={"0": -100})
+        entries = lp.choices[0].logprobs.content
+        assert entries and all(len(e.top_logprobs) == 2 and e.logprob <= 0 for e in entries), lp
+        assert all(e.top_logprobs[0].token == e.token for e in entries), lp
+        try:
+            client.chat.completions.create(
+                model=ids[0], messages=messages,
+                response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "nope"}}})
+            raise AssertionError("an unsupported schema should be refused")
+        except openai.BadRequestError as e:
+            assert e.status_code == 400 and "response_format" in str(e), e
+
+        print(f"openai {openai.__version__}: models, chat (streamed and not), completions, "
+              "response_format, logprobs: ok")
+        print(f"  structured: {doc}")
         print(f"  answer: {text!r}")
     finally:
         proc.kill()

@@ -1,0 +1,293 @@
+//! Following a grammar byte by byte. The parser state is a set of stacks of positions in the
+//! grammar (llama.cpp's representation): the top of each stack is the byte set to match next,
+//! the entries below are where to continue when the current rule ends; an empty stack means the
+//! grammar may end here.
+//!
+//! Stacks are persistent linked lists whose nodes are hash-consed, and stack sets are interned,
+//! so the same state always has the same id. Transitions `(set, byte) -> set` are cached in a
+//! dense table: after warm-up, following a byte is one array lookup, which is what makes
+//! walking the whole vocabulary trie per token cheap.
+
+use super::compile::{Elem, Grammar};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// No parent: the bottom of a stack. As a member of a set: the empty (finished) stack.
+const NIL: u32 = u32::MAX;
+/// The empty set of stacks: nothing can follow.
+pub const DEAD: u32 = 0;
+/// A transition not computed yet.
+const UNKNOWN: u32 = u32::MAX;
+/// Interned sets beyond which the caches are rebuilt from the current state.
+const MAX_SETS: usize = 1 << 14;
+
+/// The state of one generation under a grammar.
+#[derive(Clone)]
+pub struct Matcher {
+    g: Arc<Grammar>,
+    /// Stack nodes: (position in `g.elems`, parent node or NIL).
+    nodes: Vec<(u32, u32)>,
+    node_ids: HashMap<(u32, u32), u32>,
+    /// Interned stack sets (sorted node ids; NIL for the empty stack). Set 0 is empty.
+    sets: Vec<Box<[u32]>>,
+    set_ids: HashMap<Box<[u32]>, u32>,
+    trans: Vec<[u32; 256]>,
+    /// The stack set after the text accepted so far.
+    current: u32,
+}
+
+impl std::fmt::Debug for Matcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Matcher")
+            .field("stacks", &self.sets[self.current as usize].len())
+            .finish()
+    }
+}
+
+impl Matcher {
+    /// The state before any text: every way to start `root`.
+    pub fn new(g: Arc<Grammar>) -> Matcher {
+        let mut m = Matcher {
+            g,
+            nodes: Vec::new(),
+            node_ids: HashMap::new(),
+            sets: Vec::new(),
+            set_ids: HashMap::new(),
+            trans: Vec::new(),
+            current: DEAD,
+        };
+        m.intern_set(Vec::new());
+        m.current = m.start_set();
+        m
+    }
+
+    fn start_set(&mut self) -> u32 {
+        let mut out = Vec::new();
+        let root = self.g.root as usize;
+        for i in 0..self.g.rules[root].alts.len() {
+            let alt = self.g.rules[root].alts[i];
+            self.expand(alt, NIL, &mut out);
+        }
+        self.intern_set(out)
+    }
+
+    fn node(&mut self, pos: u32, parent: u32) -> u32 {
+        if let Some(&id) = self.node_ids.get(&(pos, parent)) {
+            return id;
+        }
+        let id = self.nodes.len() as u32;
+        self.nodes.push((pos, parent));
+        self.node_ids.insert((pos, parent), id);
+        id
+    }
+
+    fn intern_set(&mut self, mut stacks: Vec<u32>) -> u32 {
+        stacks.sort_unstable();
+        stacks.dedup();
+        let key = stacks.into_boxed_slice();
+        if let Some(&id) = self.set_ids.get(&key) {
+            return id;
+        }
+        let id = self.sets.len() as u32;
+        self.sets.push(key.clone());
+        self.set_ids.insert(key, id);
+        self.trans.push([UNKNOWN; 256]);
+        id
+    }
+
+    /// Pushes onto `out` the normalised stacks (top is a byte set, or the empty stack) for
+    /// "match from `pos`, then continue with `parent`".
+    fn expand(&mut self, pos: u32, parent: u32, out: &mut Vec<u32>) {
+        match self.g.elems[pos as usize] {
+            Elem::End => {
+                if parent == NIL {
+                    out.push(NIL);
+                } else {
+                    let (ppos, pparent) = self.nodes[parent as usize];
+                    self.expand(ppos, pparent, out);
+                }
+            }
+            Elem::Bytes(_) => out.push(self.node(pos, parent)),
+            Elem::Rule(r) => {
+                // Tail call: nothing after the reference, so continue straight with `parent`.
+                let cont = if self.g.elems[pos as usize + 1] == Elem::End {
+                    parent
+                } else {
+                    self.node(pos + 1, parent)
+                };
+                for i in 0..self.g.rules[r as usize].alts.len() {
+                    let alt = self.g.rules[r as usize].alts[i];
+                    self.expand(alt, cont, out);
+                }
+            }
+        }
+    }
+
+    /// The set reached from `set` by byte `b` (DEAD when `b` cannot come next).
+    #[inline]
+    pub fn step(&mut self, set: u32, b: u8) -> u32 {
+        let t = self.trans[set as usize][b as usize];
+        if t != UNKNOWN {
+            return t;
+        }
+        let mut out = Vec::new();
+        for i in 0..self.sets[set as usize].len() {
+            let s = self.sets[set as usize][i];
+            if s == NIL {
+                continue;
+            }
+            let (pos, parent) = self.nodes[s as usize];
+            if let Elem::Bytes(bs) = self.g.elems[pos as usize] {
+                if bs.contains(b) {
+                    self.expand(pos + 1, parent, &mut out);
+                }
+            }
+        }
+        let next = self.intern_set(out);
+        self.trans[set as usize][b as usize] = next;
+        next
+    }
+
+    /// The current state's id.
+    pub fn current(&self) -> u32 {
+        self.current
+    }
+
+    /// Whether the text so far is a complete sentence of the grammar.
+    pub fn can_end(&self) -> bool {
+        self.sets[self.current as usize].contains(&NIL)
+    }
+
+    /// Whether nothing at all may follow (the grammar is finished, or the text is invalid).
+    pub fn is_finished(&self) -> bool {
+        self.sets[self.current as usize].iter().all(|&s| s == NIL)
+    }
+
+    /// Whether `bytes` can follow the text so far (leaving a valid prefix).
+    pub fn accepts(&mut self, bytes: &[u8]) -> bool {
+        let mut s = self.current;
+        for &b in bytes {
+            s = self.step(s, b);
+            if s == DEAD {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Moves past `bytes`; returns false (and changes nothing) when they cannot follow.
+    pub fn advance(&mut self, bytes: &[u8]) -> bool {
+        let mut s = self.current;
+        for &b in bytes {
+            s = self.step(s, b);
+            if s == DEAD {
+                return false;
+            }
+        }
+        self.current = s;
+        if self.sets.len() > MAX_SETS {
+            self.compact();
+        }
+        true
+    }
+
+    /// Forgets every cached state but the current one (bounds memory on long generations).
+    fn compact(&mut self) {
+        let stacks: Vec<Vec<u32>> = self.sets[self.current as usize]
+            .iter()
+            .map(|&s| {
+                let mut positions = Vec::new();
+                let mut n = s;
+                while n != NIL {
+                    positions.push(self.nodes[n as usize].0);
+                    n = self.nodes[n as usize].1;
+                }
+                positions
+            })
+            .collect();
+        self.nodes.clear();
+        self.node_ids.clear();
+        self.sets.clear();
+        self.set_ids.clear();
+        self.trans.clear();
+        self.intern_set(Vec::new());
+        let mut ids = Vec::new();
+        for positions in stacks {
+            let mut parent = NIL;
+            for &pos in positions.iter().rev() {
+                parent = self.node(pos, parent);
+            }
+            ids.push(parent);
+        }
+        self.current = self.intern_set(ids);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accepts_all(g: &str, text: &str) -> (bool, bool) {
+        let mut m = Matcher::new(Arc::new(Grammar::parse(g).unwrap()));
+        let ok = m.advance(text.as_bytes());
+        (ok, m.can_end())
+    }
+
+    #[test]
+    fn follows_bytes_and_knows_when_it_can_end() {
+        let g = r#"root ::= "ab" [0-9]+ ("x" | "yz")?"#;
+        assert_eq!(accepts_all(g, "ab"), (true, false));
+        assert_eq!(accepts_all(g, "ab12"), (true, true));
+        assert_eq!(accepts_all(g, "ab12y"), (true, false));
+        assert_eq!(accepts_all(g, "ab12yz"), (true, true));
+        assert!(!accepts_all(g, "ab12yzx").0);
+        assert!(!accepts_all(g, "b").0);
+    }
+
+    #[test]
+    fn unicode_classes_match_utf8_bytes() {
+        let g = r#"root ::= [^a]{2} "é""#;
+        assert_eq!(accepts_all(g, "€bé"), (true, true));
+        assert!(!accepts_all(g, "ab").0);
+        // A partial UTF-8 sequence is a valid prefix.
+        let mut m = Matcher::new(Arc::new(Grammar::parse(g).unwrap()));
+        assert!(m.advance(&[0xE2, 0x82]));
+        assert!(!m.accepts(b"x"));
+    }
+
+    #[test]
+    fn repetition_bounds() {
+        let g = r#"root ::= "a"{2,3}"#;
+        assert_eq!(accepts_all(g, "a"), (true, false));
+        assert_eq!(accepts_all(g, "aa"), (true, true));
+        assert_eq!(accepts_all(g, "aaa"), (true, true));
+        assert!(!accepts_all(g, "aaaa").0);
+    }
+
+    #[test]
+    fn states_repeat_in_loops() {
+        let mut m = Matcher::new(Arc::new(
+            Grammar::parse(r#"root ::= "[" [a-z]* "]""#).unwrap(),
+        ));
+        assert!(m.advance(b"[a"));
+        let s = m.current();
+        assert!(m.advance(b"bcd"));
+        assert_eq!(
+            m.current(),
+            s,
+            "a loop must come back to the same interned state"
+        );
+    }
+
+    #[test]
+    fn compact_keeps_the_state() {
+        let mut m = Matcher::new(Arc::new(
+            Grammar::parse(r#"root ::= "(" [a-z]* ")""#).unwrap(),
+        ));
+        assert!(m.advance(b"(ab"));
+        m.compact();
+        assert!(!m.can_end());
+        assert!(m.advance(b"c)"));
+        assert!(m.can_end());
+    }
+}
