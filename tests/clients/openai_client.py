@@ -102,13 +102,18 @@ def main():
             max_tokens=200, temperature=0, response_format={"type": "json_object"})
         assert isinstance(json.loads(obj.choices[0].message.content), dict), obj
 
-        # Log-probabilities, the penalties and logit_bias are accepted and honoured.
+        # Log-probabilities are the model's (before penalties): greedy picks the top one.
         lp = client.chat.completions.create(
             model=ids[0], messages=messages, max_tokens=6, temperature=0, logprobs=True,
-            top_logprobs=2, presence_penalty=0.5, frequency_penalty=0.5, logit_bias={"0": -100})
+            top_logprobs=2)
         entries = lp.choices[0].logprobs.content
         assert entries and all(len(e.top_logprobs) == 2 and e.logprob <= 0 for e in entries), lp
         assert all(e.top_logprobs[0].token == e.token for e in entries), lp
+        banned = entries[0].top_logprobs[0]
+        penalised = client.chat.completions.create(
+            model=ids[0], messages=messages, max_tokens=6, temperature=0, logprobs=True,
+            presence_penalty=0.5, frequency_penalty=0.5, logit_bias={str(banned.id): -100})
+        assert penalised.choices[0].logprobs.content[0].token != banned.token, penalised
         try:
             client.chat.completions.create(
                 model=ids[0], messages=messages,
