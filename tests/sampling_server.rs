@@ -313,4 +313,10 @@ fn logprobs_penalties_and_bias() {
         plain["content"], dry["content"],
         "DRY should change the text"
     );
+    assert_eq!(
+        dry["generation_settings"]["samplers"],
+        json!(["penalties", "dry", "top_k", "temperature"]),
+        "{dry}"
+    );
+    assert_eq!(dry["generation_settings"]["dry_multiplier"], 2.0);
 }
