@@ -6,6 +6,9 @@
 use super::parse::{self, GrammarError};
 use std::collections::HashMap;
 
+/// The most rules (including those made for groups and repetitions) a grammar may have.
+const MAX_RULES: usize = 1 << 15;
+
 /// A set of bytes.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct ByteSet(pub [u64; 4]);
@@ -194,6 +197,12 @@ impl Builder {
             }
             self.defs[r] = Some(alts);
             r += 1;
+        }
+        if self.defs.len() > MAX_RULES {
+            return Err(GrammarError::new(format!(
+                "the grammar has {} rules (after expanding repetitions), more than {MAX_RULES}",
+                self.defs.len()
+            )));
         }
         let defs: Vec<Vec<Vec<Item>>> = self
             .defs

@@ -96,28 +96,30 @@ impl Matcher {
     }
 
     /// Pushes onto `out` the normalised stacks (top is a byte set, or the empty stack) for
-    /// "match from `pos`, then continue with `parent`".
+    /// "match from `pos`, then continue with `parent`". Iterative, so that deeply nested
+    /// grammars cannot exhaust the thread's stack.
     fn expand(&mut self, pos: u32, parent: u32, out: &mut Vec<u32>) {
-        match self.g.elems[pos as usize] {
-            Elem::End => {
-                if parent == NIL {
-                    out.push(NIL);
-                } else {
-                    let (ppos, pparent) = self.nodes[parent as usize];
-                    self.expand(ppos, pparent, out);
+        let mut work = vec![(pos, parent)];
+        while let Some((pos, parent)) = work.pop() {
+            match self.g.elems[pos as usize] {
+                Elem::End => {
+                    if parent == NIL {
+                        out.push(NIL);
+                    } else {
+                        work.push(self.nodes[parent as usize]);
+                    }
                 }
-            }
-            Elem::Bytes(_) => out.push(self.node(pos, parent)),
-            Elem::Rule(r) => {
-                // Tail call: nothing after the reference, so continue straight with `parent`.
-                let cont = if self.g.elems[pos as usize + 1] == Elem::End {
-                    parent
-                } else {
-                    self.node(pos + 1, parent)
-                };
-                for i in 0..self.g.rules[r as usize].alts.len() {
-                    let alt = self.g.rules[r as usize].alts[i];
-                    self.expand(alt, cont, out);
+                Elem::Bytes(_) => out.push(self.node(pos, parent)),
+                Elem::Rule(r) => {
+                    // Tail call: nothing after the reference, so continue straight with `parent`.
+                    let cont = if self.g.elems[pos as usize + 1] == Elem::End {
+                        parent
+                    } else {
+                        self.node(pos + 1, parent)
+                    };
+                    for &alt in self.g.rules[r as usize].alts.iter().rev() {
+                        work.push((alt, cont));
+                    }
                 }
             }
         }

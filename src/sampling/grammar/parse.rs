@@ -43,11 +43,15 @@ pub fn error_at(text: &str, at: usize, problem: String) -> GrammarError {
 
 /// The largest repetition count accepted in `{m,n}` (each copy is laid out explicitly).
 const MAX_REPEAT: u32 = 4096;
+/// The deepest nesting of parentheses accepted.
+const MAX_NESTING: usize = 256;
 
 struct Parser<'a> {
     text: &'a str,
     s: &'a [u8],
     pos: usize,
+    /// Parentheses open around `pos`.
+    depth: usize,
     b: Builder,
 }
 
@@ -62,6 +66,7 @@ impl Grammar {
             text,
             s: text.as_bytes(),
             pos: 0,
+            depth: 0,
             b: Builder::default(),
         };
         p.space(true);
@@ -158,11 +163,16 @@ impl Parser<'_> {
         while let Some(c) = self.peek() {
             match c {
                 b'"' => {
+                    let open = self.pos;
                     self.pos += 1;
                     last_start = Some(seq.len());
                     while self.peek() != Some(b'"') {
                         if self.peek().is_none() {
-                            return Err(self.err(format!("unterminated string in rule '{rule}'")));
+                            return Err(error_at(
+                                self.text,
+                                open,
+                                format!("unterminated string in rule '{rule}'"),
+                            ));
                         }
                         let ch = self.char()?;
                         let mut buf = [0u8; 4];
@@ -173,6 +183,7 @@ impl Parser<'_> {
                     self.pos += 1;
                 }
                 b'[' => {
+                    let open = self.pos;
                     self.pos += 1;
                     let negated = self.peek() == Some(b'^');
                     if negated {
@@ -181,9 +192,11 @@ impl Parser<'_> {
                     let mut ranges = Vec::new();
                     while self.peek() != Some(b']') {
                         if self.peek().is_none() {
-                            return Err(
-                                self.err(format!("unterminated character class in rule '{rule}'"))
-                            );
+                            return Err(error_at(
+                                self.text,
+                                open,
+                                format!("unterminated character class in rule '{rule}'"),
+                            ));
                         }
                         let lo = self.char()? as u32;
                         let mut hi = lo;
@@ -215,9 +228,17 @@ impl Parser<'_> {
                     seq.push(Item::Class(normalize(Vec::new(), true)));
                 }
                 b'(' => {
+                    if self.depth >= MAX_NESTING {
+                        return Err(self.err(format!(
+                            "parentheses nested deeper than {MAX_NESTING} in rule '{rule}'"
+                        )));
+                    }
                     self.pos += 1;
                     self.space(true);
-                    let alts = self.alternates(rule, true)?;
+                    self.depth += 1;
+                    let alts = self.alternates(rule, true);
+                    self.depth -= 1;
+                    let alts = alts?;
                     if self.peek() != Some(b')') {
                         return Err(self.err(format!("expecting ')' in rule '{rule}'")));
                     }
@@ -426,4 +447,46 @@ fn normalize(mut ranges: Vec<(u32, u32)>, negated: bool) -> Vec<(u32, u32)> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(g: &str) -> String {
+        Grammar::parse(g).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_the_rule_and_position() {
+        assert_eq!(
+            err("root ::= \"a\"\nitem ::= [0-9\n"),
+            "line 2, column 10: unterminated character class in rule 'item' (near '[0-9')"
+        );
+        assert!(err("root ::= x\n").contains("line 1, column 10: undefined rule 'x'"));
+        assert!(err("root ::= \"a\" ) \"b\"")
+            .contains("line 1, column 14: expecting newline or end after rule 'root'"));
+        assert!(
+            err("root ::= * \"a\"").contains("'*' has nothing before it to repeat in rule 'root'")
+        );
+        assert!(err("root ::= \"\\q\"").contains("unknown escape '\\q'"));
+        assert!(err("root ::= \"a\"{3,2}").contains("max below min"));
+        assert!(err("root ::= \"a\"\nroot ::= \"b\"")
+            .contains("line 2, column 1: rule 'root' is defined twice"));
+        assert!(err("root ::= root \"a\"").contains("left-recursive"));
+        assert!(err("root ::= [z-a]").contains("backwards"));
+        assert!(err("# only a comment\n").contains("empty"));
+        let deep = format!("root ::= {}\"a\"{}", "(".repeat(300), ")".repeat(300));
+        assert!(err(&deep).contains("nested deeper than 256"));
+    }
+
+    #[test]
+    fn llama_cpp_syntax() {
+        // Comments, multi-line groups, escapes, `.`, and `|` continuing onto the next line.
+        let g = Grammar::parse(
+            "# comment\nroot ::= ( \"x\" |\n  [\\x41-\\u0043] ) . item? # trailing\nitem ::= \"\\n\\t\\\\\\\"\" | [^\\]]{1,2}\n",
+        )
+        .unwrap();
+        assert!(g.rules.iter().any(|r| r.name == "item"));
+    }
 }
