@@ -102,7 +102,10 @@ fn after(bytes: &[u8], needle: &[u8]) -> usize {
 fn bad_magic() {
     let mut b = tiny_llama("llama", None);
     b[..4].copy_from_slice(b"GGUX");
-    assert_one_line_error(&run_model(&write("case-1.gguf", &b)), "its magic is \"GGUX\"");
+    assert_one_line_error(
+        &run_model(&write("case-1.gguf", &b)),
+        "its magic is \"GGUX\"",
+    );
 }
 
 #[test]
@@ -115,15 +118,9 @@ fn unsupported_version() {
 #[test]
 fn truncated_header_and_string() {
     let b = tiny_llama("llama", None);
-    assert_one_line_error(
-        &run_model(&write("case-3.gguf", &b[..20])),
-        "truncated",
-    );
+    assert_one_line_error(&run_model(&write("case-3.gguf", &b[..20])), "truncated");
     let cut = after(&b, b"general.arch");
-    assert_one_line_error(
-        &run_model(&write("case-4.gguf", &b[..cut])),
-        "truncated",
-    );
+    assert_one_line_error(&run_model(&write("case-4.gguf", &b[..cut])), "truncated");
 }
 
 #[test]
@@ -131,7 +128,10 @@ fn unknown_value_type() {
     let mut b = tiny_llama("llama", None);
     let at = after(&b, b"general.architecture");
     b[at..at + 4].copy_from_slice(&99u32.to_le_bytes());
-    assert_one_line_error(&run_model(&write("case-5.gguf", &b)), "general.architecture");
+    assert_one_line_error(
+        &run_model(&write("case-5.gguf", &b)),
+        "general.architecture",
+    );
 }
 
 /// Offset of the tensor info field `field` (0: type, 1: data offset) of 1-D tensor `name`.
@@ -172,10 +172,7 @@ fn misaligned_tensor_data() {
     let at = tensor_field(&b, "output_norm.weight", 1, 1);
     let off = u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
     b[at..at + 8].copy_from_slice(&(off + 4).to_le_bytes());
-    assert_one_line_error(
-        &run_model(&write("case-9.gguf", &b)),
-        "output_norm.weight",
-    );
+    assert_one_line_error(&run_model(&write("case-9.gguf", &b)), "output_norm.weight");
 }
 
 #[test]

@@ -161,14 +161,12 @@ macro_rules! model_tests {
     )*};
 }
 
-// SmolLM2-135M Q4_1 is numerically chaotic: perturbing any activation by 1e-7 (relative) moves
-// its logits by ~0.15 on average (measured with this engine), because every matmul re-quantizes
-// its input to Q8_1 and a one-ulp change flips int8 roundings that then propagate. Meeting
-// 2 x 0.047 therefore needs bit-exact emulation of ggml's float order (Q4_1 lanes, the three
-// flash-attention paths, SIMD exp in SiLU); until that exists this check fails (96% argmax,
-// mean |dlogit| ~0.16) and is run only on request: `cargo test --release -- --ignored`.
+// SmolLM2-135M Q4_1 is chaotic at the rounding level (1e-7 relative noise on any activation
+// moves its logits by ~0.15), so it passes only because the kernels reproduce ggml's float
+// order bit for bit (RoPE's fused multiply-adds, the flash-attention f16 pipeline, the Q4_1
+// lane order and SiLU's vector expf): a regression there shows up here first.
 model_tests!(
-    smollm2 => 0, #[ignore = "needs bit-exact ggml float order; see the comment above"];
+    smollm2 => 0;
     gemma3 => 1;
     qwen05 => 2;
     qwen15 => 3;

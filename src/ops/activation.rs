@@ -5,10 +5,91 @@
 use half::f16;
 use std::sync::OnceLock;
 
-/// `gate[i] = silu(gate[i]) * up[i]`.
+/// `gate[i] = silu(gate[i]) * up[i]`, with ggml's vectorised `expf` approximation (its
+/// AVX-512 form) wherever the CPU can compute it exactly, so results match llama.cpp's bits.
 pub fn swiglu(gate: &mut [f32], up: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if silu_x86::available() {
+        // SAFETY: `available()` confirmed AVX-512F/DQ at run time.
+        let done = unsafe { silu_x86::swiglu16(gate, up) };
+        swiglu_scalar(&mut gate[done..], &up[done..]);
+        return;
+    }
+    swiglu_scalar(gate, up);
+}
+
+fn swiglu_scalar(gate: &mut [f32], up: &[f32]) {
     for (g, u) in gate.iter_mut().zip(up) {
         *g = *g / (1.0 + (-*g).exp()) * *u;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod silu_x86 {
+    use std::arch::x86_64::*;
+
+    pub(super) fn available() -> bool {
+        use std::sync::OnceLock;
+        static OK: OnceLock<bool> = OnceLock::new();
+        *OK.get_or_init(|| {
+            is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512dq")
+        })
+    }
+
+    /// ggml's `ggml_v_expf` (AVX-512): a degree-5 polynomial after range reduction.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    fn v_expf(x: __m512) -> __m512 {
+        let c = |bits: u32| _mm512_set1_ps(f32::from_bits(bits));
+        let r = c(0x4b40_0000);
+        let z = _mm512_fmadd_ps(x, c(0x3fb8_aa3b), r);
+        let n = _mm512_sub_ps(z, r);
+        let b = _mm512_fnmadd_ps(n, c(0x35bf_be8e), _mm512_fnmadd_ps(n, c(0x3f31_7200), x));
+        let d = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(_mm512_abs_ps(n), _mm512_set1_ps(192.0));
+        let u = _mm512_mul_ps(b, b);
+        let j = _mm512_fmadd_ps(
+            _mm512_fmadd_ps(
+                _mm512_fmadd_ps(c(0x3c07_2010), b, c(0x3d2b_9f17)),
+                u,
+                _mm512_fmadd_ps(c(0x3e2a_af33), b, c(0x3eff_fedb)),
+            ),
+            u,
+            _mm512_fmadd_ps(c(0x3f7f_fff6), b, _mm512_set1_ps(1.0)),
+        );
+        let res = _mm512_scalef_ps(j, n);
+        if d == 0 {
+            return res;
+        }
+        let zero = _mm512_setzero_ps();
+        let alt = _mm512_mask_blend_ps(
+            _mm512_cmp_ps_mask::<_CMP_LE_OQ>(n, zero),
+            _mm512_set1_ps(f32::INFINITY),
+            zero,
+        );
+        _mm512_mask_blend_ps(d, res, alt)
+    }
+
+    /// SwiGLU over the leading multiple of 16 elements; returns how many were done.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and AVX-512DQ.
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub(super) unsafe fn swiglu16(gate: &mut [f32], up: &[f32]) -> usize {
+        let n = gate.len().min(up.len()) / 16 * 16;
+        let one = _mm512_set1_ps(1.0);
+        for (g, u) in gate[..n].chunks_exact_mut(16).zip(up.chunks_exact(16)) {
+            // SAFETY: both chunks hold 16 floats; unaligned loads and store.
+            unsafe {
+                let x = _mm512_loadu_ps(g.as_ptr());
+                let e = v_expf(_mm512_sub_ps(_mm512_setzero_ps(), x));
+                let silu = _mm512_div_ps(x, _mm512_add_ps(one, e));
+                _mm512_storeu_ps(
+                    g.as_mut_ptr(),
+                    _mm512_mul_ps(silu, _mm512_loadu_ps(u.as_ptr())),
+                );
+            }
+        }
+        n
     }
 }
 

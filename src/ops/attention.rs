@@ -1,8 +1,13 @@
 //! Scaled dot-product attention of a batch of query tokens over a sequence's cached keys and
-//! values (stored as f16), causal, with an optional sliding window. Scores come first, then the
-//! softmax and the weighted sum of values; the f16 arithmetic is `quant`'s SIMD kernels.
+//! values (stored as f16), causal, with an optional sliding window.
+//!
+//! The arithmetic follows ggml's CPU flash attention (`flash_attn_ext_f16_one_chunk`, AVX-512
+//! build) operation for operation: the query rounded to f16, q·k summed in four 16-lane FMA
+//! accumulators reduced in a fixed order, an online softmax with `expf`, and the value
+//! accumulator kept in f16 and rounded after every fused multiply-add. Some models (SmolLM2 Q4_1)
+//! are chaotic at the rounding level, so matching llama.cpp token for token needs the same
+//! rounding sequence, not just the same mathematics.
 
-use crate::quant;
 use half::f16;
 
 /// The shape of one attention layer.
@@ -15,13 +20,13 @@ pub struct AttnShape {
     pub scale: f32,
 }
 
+/// Elements one step of ggml's f16 dot product covers (4 accumulators × 16 lanes).
+const DOT_STEP: usize = 64;
+
 /// Attention output for one query head.
 ///
 /// `q`: the head's query (`head_dim`); `keys`/`values`: the sequence's cache rows, each
 /// `n_head_kv * head_dim` long, for positions `first..=last`; `kv_head` picks the shared head.
-///
-/// Two passes over the window: all scores (SIMD f16 dot products), then the softmax weights and
-/// their weighted sum of values (SIMD f16 multiply-adds).
 #[allow(clippy::too_many_arguments)]
 pub fn attend_one_head(
     shape: &AttnShape,
@@ -35,61 +40,279 @@ pub fn attend_one_head(
 ) {
     let hd = shape.head_dim;
     let kv_dim = shape.n_head_kv * hd;
-    let n = last + 1 - first;
-    let base = first * kv_dim + kv_head * hd;
-    let mut scores = vec![0f32; n];
-    quant::f16_dot_rows(q, &keys[base..], kv_dim, &mut scores);
-    let mut max = f32::NEG_INFINITY;
-    for s in scores.iter_mut() {
-        *s *= shape.scale;
-        max = max.max(*s);
+    let row = |data: &'_ [f16], p: usize| -> std::ops::Range<usize> {
+        let start = p * kv_dim + kv_head * hd;
+        assert!(
+            start + hd <= data.len(),
+            "attention: position {p} beyond the cache"
+        );
+        start..start + hd
+    };
+    let rows = Rows {
+        keys,
+        values,
+        first,
+        last,
+        row: &row,
+    };
+    #[cfg(target_arch = "x86_64")]
+    if hd % DOT_STEP == 0 && x86::available() {
+        // SAFETY: `available()` confirmed AVX-512F, F16C and FMA at run time.
+        unsafe { x86::attend(shape.scale, q, &rows, out) };
+        return;
     }
-    let mut sum = 0f32;
-    for s in scores.iter_mut() {
-        *s = (*s - max).exp();
-        sum += *s;
+    scalar::attend(shape.scale, q, &rows, out);
+}
+
+/// The key and value rows one head attends over.
+struct Rows<'a> {
+    keys: &'a [f16],
+    values: &'a [f16],
+    first: usize,
+    last: usize,
+    row: &'a dyn Fn(&[f16], usize) -> std::ops::Range<usize>,
+}
+
+/// The online-softmax bookkeeping shared by both implementations: returns `(ms, vs)`, the factor
+/// for the accumulator and the weight of the new value, and updates the running max and sum.
+fn softmax_step(s: f32, max: &mut f32, sum: &mut f32) -> (f32, f32) {
+    let (ms, vs) = if s > *max {
+        let old = *max;
+        *max = s;
+        ((old - s).exp(), 1.0)
+    } else {
+        (1.0, (s - *max).exp())
+    };
+    // ggml's `S = S*ms + vs`, contracted to one fused multiply-add by its compiler.
+    *sum = sum.mul_add(ms, vs);
+    (ms, vs)
+}
+
+/// Portable implementation with the same operation order (fused multiply-adds via `mul_add`).
+mod scalar {
+    use super::{softmax_step, Rows, DOT_STEP};
+    use half::f16;
+
+    pub(super) fn attend(scale: f32, q: &[f32], rows: &Rows, out: &mut [f32]) {
+        let q16: Vec<f32> = q.iter().map(|v| f16::from_f32(*v).to_f32()).collect();
+        let mut acc = vec![f16::ZERO; q.len()];
+        let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
+        for p in rows.first..=rows.last {
+            let k = &rows.keys[(rows.row)(rows.keys, p)];
+            let s = dot_f16(&q16, k) * scale;
+            let (ms, vs) = softmax_step(s, &mut max, &mut sum);
+            if ms != 1.0 {
+                acc.iter_mut()
+                    .for_each(|a| *a = f16::from_f32(a.to_f32() * ms));
+            }
+            let v = &rows.values[(rows.row)(rows.values, p)];
+            for (a, x) in acc.iter_mut().zip(v) {
+                *a = f16::from_f32(x.to_f32().mul_add(vs, a.to_f32()));
+            }
+        }
+        let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+        for (o, a) in out.iter_mut().zip(&acc) {
+            *o = a.to_f32() * inv;
+        }
     }
-    out.fill(0.0);
-    quant::f16_weighted_sum(&scores, &values[base..], kv_dim, out);
-    let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
-    out.iter_mut().for_each(|o| *o *= inv);
+
+    /// ggml's `vec_dot_f16` on AVX-512: 4 accumulators of 16 lanes, then a fixed reduction.
+    fn dot_f16(q: &[f32], k: &[f16]) -> f32 {
+        let n = q.len();
+        let np = n - n % DOT_STEP;
+        let mut acc = [[0f32; 16]; 4];
+        for i in (0..np).step_by(DOT_STEP) {
+            for (j, a) in acc.iter_mut().enumerate() {
+                for (l, lane) in a.iter_mut().enumerate() {
+                    let idx = i + 16 * j + l;
+                    *lane = k[idx].to_f32().mul_add(q[idx], *lane);
+                }
+            }
+        }
+        let lanes: [f32; 16] =
+            std::array::from_fn(|l| (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]));
+        let mut sum = super::reduce16(lanes) as f64;
+        for idx in np..n {
+            sum += (q[idx] * k[idx].to_f32()) as f64;
+        }
+        sum as f32
+    }
+}
+
+/// The order in which GCC's `_mm512_reduce_add_ps` sums 16 lanes.
+fn reduce16(x: [f32; 16]) -> f32 {
+    let h: [f32; 8] = std::array::from_fn(|i| x[i + 8] + x[i]);
+    let q: [f32; 4] = std::array::from_fn(|i| h[i + 4] + h[i]);
+    (q[0] + q[2]) + (q[1] + q[3])
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{reduce16, softmax_step, Rows, DOT_STEP};
+    use std::arch::x86_64::*;
+
+    pub(super) fn available() -> bool {
+        use std::sync::OnceLock;
+        static OK: OnceLock<bool> = OnceLock::new();
+        *OK.get_or_init(|| {
+            is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("f16c")
+                && is_x86_feature_detected!("fma")
+        })
+    }
+
+    /// Sixteen f16 at `p` widened to f32.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn load16(s: &[u16]) -> __m512 {
+        assert!(s.len() >= 16);
+        // SAFETY: 16 readable u16 (checked above); unaligned load.
+        _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(s.as_ptr().cast()) })
+    }
+
+    /// Stores sixteen f32 rounded to f16 (nearest even).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn store16(d: &mut [u16], v: __m512) {
+        assert!(d.len() >= 16);
+        let h = _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
+        // SAFETY: 16 writable u16 (checked above); unaligned store.
+        unsafe { _mm256_storeu_si256(d.as_mut_ptr().cast(), h) }
+    }
+
+    fn bits(s: &[half::f16]) -> &[u16] {
+        // SAFETY: `half::f16` is `repr(transparent)` over `u16`; same size, alignment, validity.
+        unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), s.len()) }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512F, F16C and FMA; `q.len()` is a multiple of 64.
+    #[target_feature(enable = "avx512f,f16c,fma")]
+    pub(super) unsafe fn attend(scale: f32, q: &[f32], rows: &Rows, out: &mut [f32]) {
+        let hd = q.len();
+        let mut q16 = vec![0u16; hd];
+        for (src, dst) in q.chunks_exact(16).zip(q16.chunks_exact_mut(16)) {
+            // SAFETY: `src` holds 16 floats; unaligned load.
+            store16(dst, unsafe { _mm512_loadu_ps(src.as_ptr()) });
+        }
+        let mut acc = vec![0u16; hd];
+        let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
+        for p in rows.first..=rows.last {
+            let k = bits(&rows.keys[(rows.row)(rows.keys, p)]);
+            let s = dot(&q16, k) * scale;
+            let (ms, vs) = softmax_step(s, &mut max, &mut sum);
+            if ms != 1.0 {
+                let m = _mm512_set1_ps(ms);
+                for a in acc.chunks_exact_mut(16) {
+                    store16(a, _mm512_mul_ps(load16(a), m));
+                }
+            }
+            let v = bits(&rows.values[(rows.row)(rows.values, p)]);
+            let w = _mm512_set1_ps(vs);
+            for (a, x) in acc.chunks_exact_mut(16).zip(v.chunks_exact(16)) {
+                store16(a, _mm512_fmadd_ps(load16(x), w, load16(a)));
+            }
+        }
+        let inv = _mm512_set1_ps(if sum == 0.0 { 0.0 } else { 1.0 / sum });
+        for (o, a) in out.chunks_exact_mut(16).zip(acc.chunks_exact(16)) {
+            // SAFETY: `o` holds 16 floats; unaligned store.
+            unsafe { _mm512_storeu_ps(o.as_mut_ptr(), _mm512_mul_ps(load16(a), inv)) };
+        }
+    }
+
+    #[target_feature(enable = "avx512f,f16c,fma")]
+    fn dot(q16: &[u16], k: &[u16]) -> f32 {
+        let mut acc = [_mm512_setzero_ps(); 4];
+        for (qc, kc) in q16.chunks_exact(DOT_STEP).zip(k.chunks_exact(DOT_STEP)) {
+            for (j, a) in acc.iter_mut().enumerate() {
+                let o = 16 * j;
+                *a = _mm512_fmadd_ps(load16(&kc[o..]), load16(&qc[o..]), *a);
+            }
+        }
+        let x = _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]));
+        let mut lanes = [0f32; 16];
+        // SAFETY: `lanes` holds 16 floats; unaligned store.
+        unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), x) };
+        reduce16(lanes)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn single_position_returns_its_value() {
+    fn attend(
+        q: &[f32],
+        keys: &[f16],
+        values: &[f16],
+        first: usize,
+        last: usize,
+        hd: usize,
+    ) -> Vec<f32> {
         let shape = AttnShape {
             n_head: 1,
             n_head_kv: 1,
-            head_dim: 2,
+            head_dim: hd,
             scale: 1.0,
         };
+        let mut out = vec![0.0; hd];
+        attend_one_head(&shape, q, keys, values, 0, first, last, &mut out);
+        out
+    }
+
+    #[test]
+    fn single_position_returns_its_value() {
         let keys = [f16::from_f32(1.0), f16::from_f32(0.0)];
         let values = [f16::from_f32(3.0), f16::from_f32(-2.0)];
-        let mut out = [0.0; 2];
-        attend_one_head(&shape, &[0.5, 0.5], &keys, &values, 0, 0, 0, &mut out);
-        assert_eq!(out, [3.0, -2.0]);
+        assert_eq!(
+            attend(&[0.5, 0.5], &keys, &values, 0, 0, 2),
+            vec![3.0, -2.0]
+        );
     }
 
     #[test]
     fn weights_follow_softmax() {
+        let keys = [f16::from_f32(0.0), f16::from_f32(1.0)];
+        let values = [f16::from_f32(0.0), f16::from_f32(1.0)];
+        let out = attend(&[2.0], &keys, &values, 0, 1, 1);
+        let want = 2f32.exp() / (1.0 + 2f32.exp());
+        assert!((out[0] - want).abs() < 1e-3, "{} vs {want}", out[0]);
+        // a window starting at 1 sees only the second value
+        assert_eq!(attend(&[2.0], &keys, &values, 1, 1, 1), vec![1.0]);
+    }
+
+    #[test]
+    fn simd_and_portable_paths_agree_bit_for_bit() {
+        let hd = 128;
+        let n = 37;
+        let mut seed = 7u64;
+        let mut rnd = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+        };
+        let q: Vec<f32> = (0..hd).map(|_| rnd() * 3.0).collect();
+        let keys: Vec<f16> = (0..n * hd).map(|_| f16::from_f32(rnd())).collect();
+        let values: Vec<f16> = (0..n * hd).map(|_| f16::from_f32(rnd())).collect();
+        let row = |_: &[f16], p: usize| p * hd..(p + 1) * hd;
+        let rows = Rows {
+            keys: &keys,
+            values: &values,
+            first: 3,
+            last: n - 1,
+            row: &row,
+        };
+        let mut portable = vec![0.0; hd];
+        scalar::attend(0.125, &q, &rows, &mut portable);
+        let mut dispatched = vec![0.0; hd];
         let shape = AttnShape {
             n_head: 1,
             n_head_kv: 1,
-            head_dim: 1,
-            scale: 1.0,
+            head_dim: hd,
+            scale: 0.125,
         };
-        let keys = [f16::from_f32(0.0), f16::from_f32(1.0)];
-        let values = [f16::from_f32(0.0), f16::from_f32(1.0)];
-        let mut out = [0.0];
-        attend_one_head(&shape, &[2.0], &keys, &values, 0, 0, 1, &mut out);
-        let want = 2f32.exp() / (1.0 + 2f32.exp());
-        assert!((out[0] - want).abs() < 1e-6);
-        // window starting at 1 sees only the second value
-        attend_one_head(&shape, &[2.0], &keys, &values, 0, 1, 1, &mut out);
-        assert_eq!(out[0], 1.0);
+        attend_one_head(&shape, &q, &keys, &values, 0, 3, n - 1, &mut dispatched);
+        assert_eq!(portable, dispatched);
     }
 }

@@ -50,8 +50,10 @@ impl Rope {
                     RopeStyle::Neox => (i, i + half),
                 };
                 let (x0, x1) = (head[a], head[b]);
-                head[a] = x0 * c - x1 * s;
-                head[b] = x0 * s + x1 * c;
+                // ggml's compiler contracts these into fused multiply-adds; so do we, in the
+                // same shape, so that results match llama.cpp to the bit.
+                head[a] = x0.mul_add(c, -(x1 * s));
+                head[b] = x0.mul_add(s, x1 * c);
             }
         }
     }

@@ -61,15 +61,28 @@ pub fn quantize(src: &[f32], dst: &mut [BlockQ4_1]) {
 /// Scalar reference dot product with Q8_1 activations (ggml's `ggml_vec_dot_q4_1_q8_1_generic`).
 pub fn vec_dot(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
     assert_eq!(w.len(), a.len(), "q4_1 · q8_1 length mismatch");
-    let mut sumf = 0f32;
+    // ggml's x86 order: 8 float lanes, each the exact sum of 4 adjacent products, fused into
+    // the lane accumulators block by block; the minimum terms summed apart. SmolLM2 (Q4_1) is
+    // chaotic at the rounding level, so matching llama.cpp needs exactly this sequence.
+    let mut lanes = [0f32; 8];
+    let mut summs = 0f32;
     for (x, y) in w.iter().zip(a) {
-        let mut sumi = 0i32;
-        for j in 0..16 {
-            sumi += (x.qs[j] & 0x0f) as i32 * y.qs[j] as i32;
-            sumi += (x.qs[j] >> 4) as i32 * y.qs[j + 16] as i32;
+        let d0d1 = f16_to_f32(x.d) * f16_to_f32(y.d);
+        summs += f16_to_f32(x.m) * f16_to_f32(y.s);
+        for (l, lane) in lanes.iter_mut().enumerate() {
+            let mut xy = 0i32;
+            for b in 0..4 {
+                let j = (l % 4) * 4 + b;
+                let (q, qy) = if l < 4 {
+                    (x.qs[j] & 0x0f, y.qs[j])
+                } else {
+                    (x.qs[j] >> 4, y.qs[j + 16])
+                };
+                xy += q as i32 * qy as i32;
+            }
+            *lane = d0d1.mul_add(xy as f32, *lane);
         }
-        sumf +=
-            (f16_to_f32(x.d) * f16_to_f32(y.d)) * sumi as f32 + f16_to_f32(x.m) * f16_to_f32(y.s);
     }
-    sumf
+    let r: [f32; 4] = std::array::from_fn(|i| lanes[i + 4] + lanes[i]);
+    ((r[0] + r[2]) + (r[1] + r[3])) + summs
 }

@@ -505,4 +505,3 @@ fn vec_dot_rows_scaled_equals_vec_dot() {
         }
     }
 }
-

@@ -175,7 +175,7 @@ pub fn build(mut spec: VocabSpec) -> Result<Tokenizer, TokenizerError> {
     } else {
         Spelling::Spm
     };
-    let pieces = vocab
+    let pieces: Vec<Box<[u8]>> = vocab
         .tokens()
         .iter()
         .map(|t| render_piece(t, spelling).into_boxed_slice())
@@ -188,8 +188,8 @@ pub fn build(mut spec: VocabSpec) -> Result<Tokenizer, TokenizerError> {
         },
     };
     Ok(Tokenizer {
-        vocab,
-        model,
+        vocab: vocab.into(),
+        model: model.into(),
         ids,
         add_bos,
         add_eos,
@@ -197,7 +197,7 @@ pub fn build(mut spec: VocabSpec) -> Result<Tokenizer, TokenizerError> {
         clean_spaces,
         eog,
         specials,
-        pieces,
+        pieces: pieces.into(),
     })
 }
 

@@ -56,10 +56,11 @@ enum Model {
 }
 
 /// A vocabulary and the rules to turn text into its tokens and back, as llama.cpp does.
+/// Cloning is cheap: the large tables are shared.
 #[derive(Clone, Debug)]
 pub struct Tokenizer {
-    vocab: Vocab,
-    model: Model,
+    vocab: std::sync::Arc<Vocab>,
+    model: std::sync::Arc<Model>,
     ids: SpecialIds,
     add_bos: bool,
     add_eos: bool,
@@ -70,7 +71,7 @@ pub struct Tokenizer {
     /// Control, user-defined and unknown tokens, longest text first.
     specials: Vec<u32>,
     /// Each token's piece as rendered with specials shown.
-    pieces: Vec<Box<[u8]>>,
+    pieces: std::sync::Arc<[Box<[u8]>]>,
 }
 
 impl Tokenizer {
@@ -91,7 +92,7 @@ impl Tokenizer {
         if add_special && self.add_bos {
             out.extend(self.ids.bos);
         }
-        match &self.model {
+        match &*self.model {
             Model::Bpe(bpe) => {
                 for fragment in fragments {
                     match fragment {
@@ -196,7 +197,7 @@ impl Tokenizer {
 
     /// The BPE pre-tokenizer in use (`None` for SentencePiece vocabularies).
     pub fn pre_tokenizer(&self) -> Option<PreTokenizer> {
-        match &self.model {
+        match &*self.model {
             Model::Bpe(bpe) => Some(bpe.pre().splitter),
             Model::Spm { .. } => None,
         }

@@ -8,7 +8,6 @@ use std::arch::x86_64::*;
 
 use super::common::*;
 use crate::quant::q4_0::BlockQ4_0;
-use crate::quant::q4_1::BlockQ4_1;
 use crate::quant::q5_0::BlockQ5_0;
 use crate::quant::q5_1::BlockQ5_1;
 use crate::quant::q8_0::BlockQ8_0;
@@ -231,8 +230,6 @@ macro_rules! unsigned_body {
         std::array::from_fn(|r| _mm512_reduce_add_ps(acc[r]) + summs[r])
     }};
 }
-
-unsigned_kernel!(dot_q4_1, dot_q4_1_scaled, BlockQ4_1, |x| nibbles_32(&x.qs));
 
 unsigned_kernel!(dot_q5_1, dot_q5_1_scaled, BlockQ5_1, |x| _mm256_or_si256(
     nibbles_32(&x.qs),

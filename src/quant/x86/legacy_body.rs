@@ -1,8 +1,9 @@
 // Kernel bodies for the 32-element formats, included by `legacy.rs` once per instruction-set
 // flavour. The including module provides `tf!` (adds that flavour's `#[target_feature]`) and
 // `mul_sum_us8` (u8×i8 products, four per i32 lane). Each kernel dots one weight row with `R`
-// activation rows, decoding every weight block once; per activation row it keeps two f32
-// accumulator vectors (even and odd blocks) so consecutive FMAs do not wait on each other.
+// activation rows, decoding every weight block once. Per activation row every block goes
+// through one f32 accumulator vector, in ggml's order (its x86 `vec_dot` and tinyBLAS kernels
+// do the same), so results match llama.cpp to the bit; the second accumulator slot stays zero.
 // The operation sequence per activation row does not depend on `R`, so every `R` gives the
 // same bits.
 
@@ -40,7 +41,7 @@ tf! {
         let mut i = 0;
         while i + 2 <= w.len() {
             step!(i, 0);
-            step!(i + 1, 1);
+            step!(i + 1, 0);
             i += 2;
         }
         if i < w.len() {
@@ -49,37 +50,28 @@ tf! {
         finish(&acc, &[[0.0; 2]; R])
     }
 
+    /// One accumulator and one running minimum term per row, as ggml's x86 kernel has: the
+    /// float operations happen in llama.cpp's order (SmolLM2's Q4_1 is chaotic at the rounding
+    /// level, so nothing else matches it token for token).
     pub(in crate::quant) fn dot_q4_1<const R: usize>(
         w: &[BlockQ4_1],
         a: [&[BlockQ8_1]; R],
     ) -> [f32; R] {
         let a = a.map(|a| &a[..w.len()]);
-        let mut acc = [[_mm256_setzero_ps(); 2]; R];
-        let mut summs = [[0f32; 2]; R];
-        macro_rules! step {
-            ($i:expr, $l:expr) => {{
-                let x = &w[$i];
-                let qx = nibbles_32(&x.qs);
-                let (dx, mx) = (f16(x.d), f16(x.m));
-                for r in 0..R {
-                    let y = &a[r][$i];
-                    summs[r][$l] += mx * f16(y.s);
-                    let p = mul_sum_us8(qx, ld32i(&y.qs));
-                    let d = _mm256_set1_ps(dx * f16(y.d));
-                    acc[r][$l] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[r][$l]);
-                }
-            }};
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut summs = [0f32; R];
+        for (i, x) in w.iter().enumerate() {
+            let qx = nibbles_32(&x.qs);
+            let (dx, mx) = (f16(x.d), f16(x.m));
+            for r in 0..R {
+                let y = &a[r][i];
+                summs[r] += mx * f16(y.s);
+                let p = mul_sum_us8(qx, ld32i(&y.qs));
+                let d = _mm256_set1_ps(dx * f16(y.d));
+                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[r]);
+            }
         }
-        let mut i = 0;
-        while i + 2 <= w.len() {
-            step!(i, 0);
-            step!(i + 1, 1);
-            i += 2;
-        }
-        if i < w.len() {
-            step!(i, 0);
-        }
-        finish(&acc, &summs)
+        std::array::from_fn(|r| hsum_f32_8(acc[r]) + summs[r])
     }
 
     pub(in crate::quant) fn dot_q5_0<const R: usize>(
@@ -107,7 +99,7 @@ tf! {
         let mut i = 0;
         while i + 2 <= w.len() {
             step!(i, 0);
-            step!(i + 1, 1);
+            step!(i + 1, 0);
             i += 2;
         }
         if i < w.len() {
@@ -141,7 +133,7 @@ tf! {
         let mut i = 0;
         while i + 2 <= w.len() {
             step!(i, 0);
-            step!(i + 1, 1);
+            step!(i + 1, 0);
             i += 2;
         }
         if i < w.len() {
@@ -173,7 +165,7 @@ tf! {
         let mut i = 0;
         while i + 2 <= w.len() {
             step!(i, 0);
-            step!(i + 1, 1);
+            step!(i + 1, 0);
             i += 2;
         }
         if i < w.len() {
