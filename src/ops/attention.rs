@@ -56,7 +56,7 @@ pub fn attend_one_head(
         row: &row,
     };
     #[cfg(target_arch = "x86_64")]
-    if hd % DOT_STEP == 0 && x86::available() {
+    if hd.is_multiple_of(DOT_STEP) && x86::available() {
         // SAFETY: `available()` confirmed AVX-512F, F16C and FMA at run time.
         unsafe { x86::attend(shape.scale, q, &rows, out) };
         return;
