@@ -4,59 +4,17 @@
 
 mod common;
 
+use common::server::{start_with, Server};
+
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 
 const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1";
 
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn start() -> Option<Server> {
     let model = common::model_path(SMOLLM2)?;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_llamafile"))
-        .arg("-m")
-        .arg(model)
-        .args([
-            "--server",
-            "--nobrowser",
-            "--port",
-            "0",
-            "-t",
-            "2",
-            "-np",
-            "2",
-            "-c",
-            "4096",
-        ])
-        .env_remove("DISPLAY")
-        .env_remove("WAYLAND_DISPLAY")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the server");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = lines.next().expect("the server prints its URL").unwrap();
-    let port = line
-        .split("http://127.0.0.1:")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no URL in {line:?}"));
-    std::thread::spawn(move || for _ in lines {});
-    Some(Server { child, port })
+    Some(start_with(&model, &["--server", "-np", "2", "-c", "4096"]))
 }
 
 /// POSTs `body` to `path`; returns the status and the JSON body.

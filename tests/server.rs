@@ -3,27 +3,15 @@
 
 mod common;
 
+use common::server::{start_with, Server};
+
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1";
-
-/// A running server; killed when dropped.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_llamafile")
@@ -34,38 +22,6 @@ fn binary() -> &'static str {
 fn start(args: &[&str]) -> Option<Server> {
     let model = common::model_path(SMOLLM2)?;
     Some(start_with(&model, args))
-}
-
-fn start_with(model: &PathBuf, args: &[&str]) -> Server {
-    let mut cmd = Command::new(binary());
-    cmd.arg("-m").arg(model).args(["--nobrowser", "-t", "2"]);
-    if !args.contains(&"--port") {
-        cmd.args(["--port", "0"]);
-    }
-    let mut child = cmd
-        .args(args)
-        .env_remove("DISPLAY")
-        .env_remove("WAYLAND_DISPLAY")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the server");
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let line = lines
-        .next()
-        .expect("the server prints its URL")
-        .expect("read stdout");
-    let port = line
-        .split("http://127.0.0.1:")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no URL in {line:?}"));
-    // Keep draining stdout so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Server { child, port }
 }
 
 /// A parsed HTTP response.

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod server;
+
 use std::path::PathBuf;
 
 /// The four test models: file stem and llama.cpp's own batched-vs-sequential top-5 logit noise.

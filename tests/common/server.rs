@@ -1,0 +1,53 @@
+//! The real `llamafile` binary started as a server on a free loopback port, for the tests that
+//! drive it over HTTP.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// A running server; killed when dropped.
+pub struct Server {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the server on `model` with `args`, on any free port unless `args` names `--port`; never
+/// opens a browser. Returns once the server has printed its URL.
+pub fn start_with(model: &Path, args: &[&str]) -> Server {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_llamafile"));
+    cmd.arg("-m").arg(model).args(["--nobrowser", "-t", "2"]);
+    if !args.contains(&"--port") {
+        cmd.args(["--port", "0"]);
+    }
+    let mut child = cmd
+        .args(args)
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the server");
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let line = lines
+        .next()
+        .expect("the server prints its URL")
+        .expect("read stdout");
+    let port = line
+        .split("http://127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no URL in {line:?}"));
+    // Keep draining stdout so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Server { child, port }
+}
