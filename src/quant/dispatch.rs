@@ -30,10 +30,6 @@ pub(crate) type VecDotRowsScaledFn = fn(
 pub(crate) type QuantizeFn = fn(src: &[f32], dst: &mut [u8]);
 /// Dequantization of a row (lengths already checked).
 pub(crate) type DequantizeFn = fn(src: &[u8], dst: &mut [f32]);
-/// Attention scores: `out[i] = q · k[i * stride ..][..q.len()]` (lengths already checked).
-pub(crate) type F16DotRowsFn = fn(q: &[f32], k: &[half::f16], stride: usize, out: &mut [f32]);
-/// Attention output: `acc += Σ_i w[i] · v[i * stride ..][..acc.len()]` (lengths already checked).
-pub(crate) type F16WeightedSumFn = fn(w: &[f32], v: &[half::f16], stride: usize, acc: &mut [f32]);
 
 const N_TYPES: usize = GgmlType::ALL.len();
 
@@ -52,9 +48,6 @@ pub(crate) struct Kernels {
     pub vec_dot_rows_scaled: [Option<VecDotRowsScaledFn>; N_TYPES],
     /// Indexed by [`slot`] of the target type; `None` where no quantizer exists.
     pub quantize: [Option<QuantizeFn>; N_TYPES],
-    /// Attention over an f16 KV cache.
-    pub f16_dot_rows: F16DotRowsFn,
-    pub f16_weighted_sum: F16WeightedSumFn,
 }
 
 /// The table index of a type.
@@ -131,8 +124,6 @@ pub(crate) fn scalar() -> Kernels {
         vec_dot_rows: [None; N_TYPES],
         vec_dot_rows_scaled: [None; N_TYPES],
         quantize: [None; N_TYPES],
-        f16_dot_rows: f16::dot_rows,
-        f16_weighted_sum: f16::weighted_sum,
     };
     use GgmlType as T;
     let dots: [(T, VecDotFn); 13] = [

@@ -29,24 +29,6 @@ pub fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
     sum as f32
 }
 
-/// Attention scores against f16 keys: `out[i] = Σ_j q[j] · k[i * stride + j]`, summed in order.
-pub fn dot_rows(q: &[f32], k: &[half::f16], stride: usize, out: &mut [f32]) {
-    for (i, o) in out.iter_mut().enumerate() {
-        let row = &k[i * stride..][..q.len()];
-        *o = q.iter().zip(row).map(|(a, b)| a * b.to_f32()).sum();
-    }
-}
-
-/// Attention output over f16 values: `acc[j] += Σ_i w[i] · v[i * stride + j]`, in order of `i`.
-pub fn weighted_sum(w: &[f32], v: &[half::f16], stride: usize, acc: &mut [f32]) {
-    for (i, &wi) in w.iter().enumerate() {
-        let row = &v[i * stride..][..acc.len()];
-        for (a, x) in acc.iter_mut().zip(row) {
-            *a += wi * x.to_f32();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -170,31 +170,6 @@ pub fn vec_dot_rows(
     }
 }
 
-/// Attention scores: `out[i] = q · k[i * stride ..][..q.len()]` for f16 key rows `stride`
-/// elements apart (SIMD sums may differ from in-order summation by rounding).
-///
-/// Panics if `k` is too short for `out.len()` rows.
-pub fn f16_dot_rows(q: &[f32], k: &[half::f16], stride: usize, out: &mut [f32]) {
-    check_f16_rows("f16_dot_rows", q.len(), k.len(), stride, out.len());
-    (dispatch::kernels().f16_dot_rows)(q, k, stride, out)
-}
-
-/// Attention output: `acc += Σ_i w[i] · v[i * stride ..][..acc.len()]` for f16 value rows.
-///
-/// Panics if `v` is too short for `w.len()` rows.
-pub fn f16_weighted_sum(w: &[f32], v: &[half::f16], stride: usize, acc: &mut [f32]) {
-    check_f16_rows("f16_weighted_sum", acc.len(), v.len(), stride, w.len());
-    (dispatch::kernels().f16_weighted_sum)(w, v, stride, acc)
-}
-
-fn check_f16_rows(what: &str, width: usize, len: usize, stride: usize, rows: usize) {
-    assert!(stride >= width, "{what}: stride {stride} < row {width}");
-    assert!(
-        rows == 0 || len >= (rows - 1) * stride + width,
-        "{what}: {len} elements for {rows} rows of stride {stride}"
-    );
-}
-
 /// Floats of prepared activation scales per activation row for [`vec_dot_rows_scaled`] with
 /// weights of `ty`, `n` elements per row; 0 when the kernels in use read the scales from the
 /// activation blocks themselves (then nothing needs preparing).

@@ -427,46 +427,6 @@ fn vec_dot_rejects_wrong_lengths() {
     vec_dot(GgmlType::Q4_0, 64, &w, &a);
 }
 
-/// Attention's f16 kernels of every variant against the scalar reference: same values up to
-/// the reassociation of sums (lanes, FMA), for head sizes with and without a SIMD tail.
-#[test]
-fn simd_attention_kernels_match_scalar() {
-    let scalar = dispatch::scalar();
-    for k in simd_variants() {
-        let mut rng = Rng(6);
-        for hd in [1, 7, 16, 40, 64, 72, 128, 256] {
-            let (rows, stride) = (13, hd + 5);
-            let q: Vec<f32> = (0..hd).map(|_| rng.value()).collect();
-            let kv: Vec<half::f16> = (0..rows * stride)
-                .map(|_| half::f16::from_f32(rng.unit()))
-                .collect();
-            let (mut want, mut got) = (vec![0f32; rows], vec![0f32; rows]);
-            (scalar.f16_dot_rows)(&q, &kv, stride, &mut want);
-            (k.f16_dot_rows)(&q, &kv, stride, &mut got);
-            let abs: f32 = q.iter().map(|x| x.abs()).sum();
-            for (g, w) in got.iter().zip(&want) {
-                assert!(
-                    (g - w).abs() <= 1e-5 * abs,
-                    "{} dot hd={hd}: {g} vs {w}",
-                    k.name
-                );
-            }
-            let w: Vec<f32> = (0..rows).map(|_| rng.unit().abs()).collect();
-            let init: Vec<f32> = (0..hd).map(|_| rng.unit()).collect();
-            let (mut want, mut got) = (init.clone(), init);
-            (scalar.f16_weighted_sum)(&w, &kv, stride, &mut want);
-            (k.f16_weighted_sum)(&w, &kv, stride, &mut got);
-            for (g, wv) in got.iter().zip(&want) {
-                assert!(
-                    (g - wv).abs() <= 1e-5 * rows as f32,
-                    "{} axpy hd={hd}: {g} vs {wv}",
-                    k.name
-                );
-            }
-        }
-    }
-}
-
 /// Kernels reading prepared activation scales give each row the single-row kernel's bits, for
 /// every variant that has them, odd block counts (a half-empty last pair) included.
 #[cfg(target_arch = "x86_64")]

@@ -3,7 +3,6 @@
 //! integer multiply-accumulate with `vpdpbusd`. Detection happens here, at run time, never from
 //! compile-time target features.
 
-mod attn;
 mod common;
 mod k_quants;
 mod k_quants512;
@@ -149,8 +148,6 @@ pub(super) fn avx2(mut k: Kernels) -> Option<Kernels> {
     k.quantize[slot(T::Q8_1)] =
         Some(|x, y| unsafe { quantize::quantize_q8_1(x, as_blocks_mut(y)) });
     k.quantize[slot(T::Q8K)] = Some(|x, y| unsafe { quantize::quantize_q8_k(x, as_blocks_mut(y)) });
-    k.f16_dot_rows = |q, keys, stride, out| unsafe { attn::dot_rows_avx2(q, keys, stride, out) };
-    k.f16_weighted_sum = |w, v, stride, acc| unsafe { attn::weighted_sum_avx2(w, v, stride, acc) };
     Some(k)
 }
 
@@ -165,8 +162,5 @@ pub(super) fn avx512(mut k: Kernels) -> Option<Kernels> {
     install!(k, T::Q4K, k_quants512::dot_q4_k);
     install!(k, T::Q6K, k_quants512::dot_q6_k);
     // SAFETY (both): reachable only through this table, built after `has_avx512()`.
-    k.f16_dot_rows = |q, keys, stride, out| unsafe { attn::dot_rows_avx512(q, keys, stride, out) };
-    k.f16_weighted_sum =
-        |w, v, stride, acc| unsafe { attn::weighted_sum_avx512(w, v, stride, acc) };
     Some(k)
 }
