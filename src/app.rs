@@ -84,10 +84,7 @@ pub fn prompt_text(cli: &Cli) -> Result<Option<String>> {
 /// Runs the mode the command line asks for; `own` is our executable's ZIP, if any.
 pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
     let threads = cli.threads.unwrap_or_else(default_threads).max(1);
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build_global()
-        .ok();
+    crate::pool::init(threads);
     let name = model_name(cli, own)?;
     let loaded = load_model(&name, own)?;
     if cli.verbose {

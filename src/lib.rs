@@ -16,6 +16,7 @@ pub mod kv_cache;
 pub mod model;
 pub mod ops;
 pub mod perplexity;
+pub mod pool;
 pub mod quant;
 pub mod sampling;
 pub mod server;

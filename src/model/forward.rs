@@ -8,7 +8,7 @@ use crate::ops::attention::{attend_one_head, AttnShape};
 use crate::ops::norm::{rms_norm_rows, rms_norm_rows_into};
 use crate::ops::rope::Rope;
 use crate::ops::{matmul, QMat};
-use rayon::prelude::*;
+use crate::pool;
 
 /// Tokens to run in one forward pass. Entry `i` is token `tokens[i]` at position `pos[i]` of
 /// sequence `seq[i]` (an index into the caches); `logits[i]` asks for its output row.
@@ -148,7 +148,7 @@ impl Model {
         let group = cfg.n_head / cfg.n_head_kv;
         let caches: &[KvCache] = caches;
         let q = &s.q;
-        s.attn.par_chunks_mut(hd).enumerate().for_each(|(c, out)| {
+        pool::global().for_each_chunk(&mut s.attn, hd, |c, out| {
             let (t, head) = (c / cfg.n_head, c % cfg.n_head);
             let pos = batch.pos[t];
             let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));

@@ -2,8 +2,8 @@
 //! and a (possibly quantized) weight matrix. Activations are quantized once per call to the
 //! weight type's partner format, then rows of the weight matrix are split across the thread pool.
 
+use crate::pool;
 use crate::quant::{self, GgmlType};
-use rayon::prelude::*;
 
 /// A weight matrix: `rows` output features, each a row of `cols` elements of type `ty`.
 #[derive(Clone, Copy, Debug)]
@@ -55,18 +55,21 @@ pub fn matmul(w: &QMat, x: &[f32], n: usize, out: &mut [f32]) {
     let act_ty = w.ty.vec_dot_type();
     let act_row = act_ty.block_bytes() * (w.cols / act_ty.block_elems());
     let mut qx = vec![0u8; n * act_row];
+    let pool = pool::global();
     if n >= 8 {
-        qx.par_chunks_mut(act_row)
-            .zip(x.par_chunks(w.cols))
-            .with_min_len(4)
-            .for_each(|(dst, src)| quant::quantize_row(act_ty, src, dst));
+        pool.for_each_chunk(&mut qx, 4 * act_row, |i, dst| {
+            let src = &x[i * 4 * w.cols..];
+            for (d, s) in dst.chunks_exact_mut(act_row).zip(src.chunks_exact(w.cols)) {
+                quant::quantize_row(act_ty, s, d);
+            }
+        });
     } else {
         for (dst, src) in qx.chunks_exact_mut(act_row).zip(x.chunks_exact(w.cols)) {
             quant::quantize_row(act_ty, src, dst);
         }
     }
 
-    let threads = rayon::current_num_threads().max(1);
+    let threads = pool.threads();
     let rb = w.row_bytes();
     if n == 1 && w.data.len() < MIN_PARALLEL_BYTES {
         quant::vec_dot_many(w.ty, w.cols, w.data, &qx, out);
@@ -74,53 +77,90 @@ pub fn matmul(w: &QMat, x: &[f32], n: usize, out: &mut [f32]) {
     }
     if n == 1 {
         let rows_per_task = task_rows(w.rows, threads);
-        out.par_chunks_mut(rows_per_task)
-            .enumerate()
-            .for_each(|(task, chunk)| {
-                let r0 = task * rows_per_task;
-                let rows = &w.data[r0 * rb..(r0 + chunk.len()) * rb];
-                quant::vec_dot_many(w.ty, w.cols, rows, &qx, chunk);
-            });
+        pool.for_each_chunk(out, rows_per_task, |task, chunk| {
+            let r0 = task * rows_per_task;
+            let rows = &w.data[r0 * rb..(r0 + chunk.len()) * rb];
+            quant::vec_dot_many(w.ty, w.cols, rows, &qx, chunk);
+        });
         return;
+    }
+    if quant::has_gemm(w.ty) {
+        return tiled(w, &qx, n, out);
     }
     if n >= MIN_TOKENS_PER_THREAD * threads {
         let block = token_block(n, threads);
-        out.par_chunks_mut(block * w.rows)
-            .zip(qx.par_chunks(block * act_row))
-            .for_each(|(o, acts)| {
-                let nt = o.len() / w.rows;
-                let mut col = vec![0f32; nt];
-                let mut scales = vec![0f32; nt * quant::act_scales_len(w.ty, w.cols)];
-                quant::prepare_act_scales(w.ty, w.cols, acts, act_row, &mut scales);
-                for r in 0..w.rows {
-                    let wr = w.row(r);
-                    quant::vec_dot_rows_scaled(w.ty, w.cols, wr, acts, act_row, &scales, &mut col);
-                    for (t, v) in col.iter().enumerate() {
-                        o[t * w.rows + r] = *v;
-                    }
+        pool.for_each_chunk(out, block * w.rows, |i, o| {
+            let nt = o.len() / w.rows;
+            let acts = &qx[i * block * act_row..][..nt * act_row];
+            let mut col = vec![0f32; nt];
+            let mut scales = vec![0f32; nt * quant::act_scales_len(w.ty, w.cols)];
+            quant::prepare_act_scales(w.ty, w.cols, acts, act_row, &mut scales);
+            for r in 0..w.rows {
+                let wr = w.row(r);
+                quant::vec_dot_rows_scaled(w.ty, w.cols, wr, acts, act_row, &scales, &mut col);
+                for (t, v) in col.iter().enumerate() {
+                    o[t * w.rows + r] = *v;
                 }
-            });
+            }
+        });
         return;
     }
     // A few activation rows: weight-row major, each weight row dotted with every activation
     // row, then transposed.
     let rows_per_task = task_rows(w.rows, threads);
     let mut by_row = vec![0f32; w.rows * n];
-    by_row
-        .par_chunks_mut(rows_per_task * n)
-        .enumerate()
-        .for_each(|(task, chunk)| {
-            let r0 = task * rows_per_task;
-            for (i, dst) in chunk.chunks_exact_mut(n).enumerate() {
-                quant::vec_dot_rows(w.ty, w.cols, w.row(r0 + i), &qx, act_row, dst);
-            }
+    pool.for_each_chunk(&mut by_row, rows_per_task * n, |task, chunk| {
+        let r0 = task * rows_per_task;
+        for (i, dst) in chunk.chunks_exact_mut(n).enumerate() {
+            quant::vec_dot_rows(w.ty, w.cols, w.row(r0 + i), &qx, act_row, dst);
+        }
+    });
+    transpose_into(&by_row, n, out, w.rows);
+}
+
+/// A batch through the tile kernels: activations repacked once, then split by token blocks
+/// (results land in place) or, for a few tokens, by weight rows (then transposed).
+fn tiled(w: &QMat, qx: &[u8], n: usize, out: &mut [f32]) {
+    let pool = pool::global();
+    let threads = pool.threads();
+    let packed = quant::pack_acts(w.ty, w.cols, qx, n);
+    let pairs = packed.n_pairs();
+    let rb = w.row_bytes();
+    if pairs >= MIN_PAIRS_PER_TASK * threads {
+        let block = pairs
+            .div_ceil(threads * 4)
+            .clamp(MIN_PAIRS_PER_TASK, MAX_PAIRS_PER_TASK);
+        pool.for_each_chunk(out, 2 * block * w.rows, |i, o| {
+            let p0 = i * block;
+            let p1 = (p0 + block).min(pairs);
+            quant::gemm(w.data, w.rows, &packed, p0..p1, o, w.rows, 1);
         });
+        return;
+    }
+    let rows_per_task = task_rows(w.rows, threads);
+    let mut by_row = vec![0f32; w.rows * n];
+    pool.for_each_chunk(&mut by_row, rows_per_task * n, |task, chunk| {
+        let r0 = task * rows_per_task;
+        let nr = chunk.len() / n;
+        let rows = &w.data[r0 * rb..(r0 + nr) * rb];
+        quant::gemm(rows, nr, &packed, 0..pairs, chunk, 1, n);
+    });
+    transpose_into(&by_row, n, out, w.rows);
+}
+
+/// `out[t * rows + r] = by_row[r * n + t]`.
+fn transpose_into(by_row: &[f32], n: usize, out: &mut [f32], rows: usize) {
     for (r, col) in by_row.chunks_exact(n).enumerate() {
         for (t, v) in col.iter().enumerate() {
-            out[t * w.rows + r] = *v;
+            out[t * rows + r] = *v;
         }
     }
 }
+
+/// Token pairs per task when a batch is split by tokens: enough to amortise decoding each
+/// weight block, few enough that the packed activations of a task stay in L2.
+const MIN_PAIRS_PER_TASK: usize = 4;
+const MAX_PAIRS_PER_TASK: usize = 32;
 
 /// Weight rows per task for splitting by rows: about four tasks per thread.
 fn task_rows(rows: usize, threads: usize) -> usize {

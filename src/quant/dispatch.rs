@@ -26,6 +26,17 @@ pub(crate) type VecDotRowsScaledFn = fn(
     scales_stride: usize,
     out: &mut [f32],
 );
+/// Tile product of weight rows with packed activations (see `quant::gemm::gemm`; lengths
+/// already checked).
+pub(crate) type GemmFn = fn(
+    w: &[u8],
+    rows: usize,
+    acts: &super::gemm::PackedActs,
+    pairs: std::ops::Range<usize>,
+    out: &mut [f32],
+    t_stride: usize,
+    r_stride: usize,
+);
 /// Quantization of an f32 row (lengths already checked).
 pub(crate) type QuantizeFn = fn(src: &[f32], dst: &mut [u8]);
 /// Dequantization of a row (lengths already checked).
@@ -46,6 +57,8 @@ pub(crate) struct Kernels {
     /// Multi-row variants reading prepared activation scales; `None` means no preparation
     /// pays off for the type and [`Kernels::vec_dot_rows`] is used.
     pub vec_dot_rows_scaled: [Option<VecDotRowsScaledFn>; N_TYPES],
+    /// Tile kernels over packed activations (`quant::gemm`); `None` where the variant has none.
+    pub gemm: [Option<GemmFn>; N_TYPES],
     /// Indexed by [`slot`] of the target type; `None` where no quantizer exists.
     pub quantize: [Option<QuantizeFn>; N_TYPES],
 }
@@ -123,6 +136,7 @@ pub(crate) fn scalar() -> Kernels {
         vec_dot: [None; N_TYPES],
         vec_dot_rows: [None; N_TYPES],
         vec_dot_rows_scaled: [None; N_TYPES],
+        gemm: [None; N_TYPES],
         quantize: [None; N_TYPES],
     };
     use GgmlType as T;

@@ -26,6 +26,7 @@ mod bf16;
 mod block;
 mod dispatch;
 mod f16;
+mod gemm;
 mod q2_k;
 mod q3_k;
 mod q4_0;
@@ -47,6 +48,7 @@ mod x86;
 pub use bf16::{bf16_to_f32, f32_to_bf16};
 pub use block::{f16_to_f32, f32_to_f16};
 pub use dispatch::kernel_variant;
+pub use gemm::{gemm, has_gemm, pack_acts, PackedActs};
 pub use types::{GgmlType, QK_K};
 
 /// Expands one row of `ty` (`src`, a whole number of blocks) into `dst`.

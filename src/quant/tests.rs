@@ -465,3 +465,63 @@ fn vec_dot_rows_scaled_equals_vec_dot() {
         }
     }
 }
+
+/// Tile kernels give every (weight row, token) the single-row kernel's bits, for every
+/// variant that has them: odd token counts (a padded last pair), row counts off the tile size,
+/// sub-ranges of pairs and transposed output strides.
+#[test]
+fn gemm_equals_vec_dot() {
+    let mut rng = Rng(11);
+    let mut checked = 0;
+    for k in dispatch::available() {
+        for ty in weight_types() {
+            let Some(f) = k.gemm[slot(ty)] else {
+                continue;
+            };
+            let single = k.vec_dot[slot(ty)].unwrap();
+            for (n, rows, tokens) in [(32usize, 1usize, 1usize), (96, 7, 5), (320, 9, 14)] {
+                let at = ty.vec_dot_type();
+                let arow = at.bytes_for(n as u64).unwrap() as usize;
+                let wrow = ty.bytes_for(n as u64).unwrap() as usize;
+                let w: Vec<u8> = (0..rows)
+                    .flat_map(|_| random_weights(ty, n, &mut rng))
+                    .collect();
+                let acts: Vec<u8> = (0..tokens)
+                    .flat_map(|_| random_activations(at, n, &mut rng).1)
+                    .collect();
+                let packed = pack_acts(ty, n, &acts, tokens);
+                let pairs = packed.n_pairs();
+                for range in [0..pairs, pairs / 2..pairs] {
+                    let t0 = 2 * range.start;
+                    let nt = tokens - t0;
+                    // Token-major, then row-major output.
+                    for (ts, rs) in [(rows, 1), (1, nt)] {
+                        let mut out = vec![f32::NAN; nt * rows];
+                        f(&w, rows, &packed, range.clone(), &mut out, ts, rs);
+                        for t in 0..nt {
+                            for r in 0..rows {
+                                let want = single(
+                                    &w[r * wrow..][..wrow],
+                                    &acts[(t0 + t) * arow..][..arow],
+                                );
+                                let got = out[t * ts + r * rs];
+                                assert_eq!(
+                                    got.to_bits(),
+                                    want.to_bits(),
+                                    "{} {ty} n={n} row {r} token {}",
+                                    k.name,
+                                    t0 + t
+                                );
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let has_tiles = dispatch::available()
+        .iter()
+        .any(|k| k.gemm.iter().any(Option::is_some));
+    assert!(!has_tiles || checked > 0);
+}

@@ -15,6 +15,7 @@ mod legacy512;
 
 pub(super) use legacy512::{prepare_scales, SCALES_PER_PAIR};
 mod quantize;
+mod tiles32;
 
 use super::block::{as_blocks, as_blocks_mut, Block};
 use super::dispatch::{slot, Kernels};
@@ -161,6 +162,22 @@ pub(super) fn avx512(mut k: Kernels) -> Option<Kernels> {
     // legacy_body.rs), which some models need to match it token for token.
     install!(k, T::Q4K, k_quants512::dot_q4_k);
     install!(k, T::Q6K, k_quants512::dot_q6_k);
-    // SAFETY (both): reachable only through this table, built after `has_avx512()`.
+    // SAFETY (every `unsafe` below): reachable only through this table, built after
+    // `has_avx512()` confirmed AVX-512 F/BW/VL and VNNI (and AVX2, FMA, F16C).
+    k.gemm[slot(T::Q4_0)] = Some(|w, n, a, p, o, ts, rs| unsafe {
+        tiles32::gemm::<tiles32::Q4_0>(w, n, a, p, o, ts, rs)
+    });
+    k.gemm[slot(T::Q4_1)] = Some(|w, n, a, p, o, ts, rs| unsafe {
+        tiles32::gemm::<tiles32::Q4_1>(w, n, a, p, o, ts, rs)
+    });
+    k.gemm[slot(T::Q5_0)] = Some(|w, n, a, p, o, ts, rs| unsafe {
+        tiles32::gemm::<tiles32::Q5_0>(w, n, a, p, o, ts, rs)
+    });
+    k.gemm[slot(T::Q5_1)] = Some(|w, n, a, p, o, ts, rs| unsafe {
+        tiles32::gemm::<tiles32::Q5_1>(w, n, a, p, o, ts, rs)
+    });
+    k.gemm[slot(T::Q8_0)] = Some(|w, n, a, p, o, ts, rs| unsafe {
+        tiles32::gemm::<tiles32::Q8_0>(w, n, a, p, o, ts, rs)
+    });
     Some(k)
 }

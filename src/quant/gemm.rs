@@ -1,0 +1,166 @@
+//! Batched products for the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): the activation
+//! rows of a batch, already quantized to the weight type's partner format, are repacked once
+//! per matrix product so that tile kernels can work on two tokens per 512-bit vector, and then
+//! tiles of weight rows × tokens are computed by the SIMD variant in use.
+//!
+//! Every product keeps [`super::vec_dot`]'s float operations and order (the tile kernels only
+//! run several of them side by side), so results are bit-identical to the single-row path.
+//!
+//! Packed layout, for token pairs `p` (tokens `2p`, `2p + 1`; an odd batch gets an all-zero
+//! partner) and blocks `b`:
+//! - `qs[p][b]`: the two tokens' 32 quants, 64 bytes;
+//! - `d[p][b]`: the two scales as f32, each repeated 8 times (one per i32 lane of a token);
+//! - `corr[p][b]`: for weight formats stored with an offset (`q - off`), `-off` times the sum of
+//!   each group of four activation quants, so `corr + Σ (q + off)·y` is the signed dot product;
+//! - `s[b][t]`: Q8_1's `d·Σy` as f32 per token (formats with a minimum).
+
+use super::block::{as_blocks, f16_to_f32};
+use super::dispatch;
+use super::q8_0::BlockQ8_0;
+use super::q8_1::BlockQ8_1;
+use super::GgmlType;
+
+/// Bytes of one token pair's quants for one block.
+pub(crate) const PAIR_QS: usize = 64;
+/// Lanes (f32 or i32) of one token pair's scales or corrections for one block.
+pub(crate) const PAIR_LANES: usize = 16;
+/// Floats of slack after each block's `s` row, so kernels can read whole vectors.
+const S_SLACK: usize = 16;
+
+/// Activation rows of one batch, repacked for [`gemm`].
+pub struct PackedActs {
+    pub(crate) ty: GgmlType,
+    pub(crate) n_blocks: usize,
+    pub(crate) n_tokens: usize,
+    /// Length of one block's row in `s`.
+    pub(crate) s_stride: usize,
+    pub(crate) qs: Vec<u8>,
+    pub(crate) d: Vec<f32>,
+    pub(crate) corr: Vec<i32>,
+    pub(crate) s: Vec<f32>,
+}
+
+impl PackedActs {
+    /// Token pairs held (the last may be half padding).
+    pub fn n_pairs(&self) -> usize {
+        self.n_tokens.div_ceil(2)
+    }
+
+    /// Tokens held.
+    pub fn n_tokens(&self) -> usize {
+        self.n_tokens
+    }
+}
+
+/// The offset a weight format stores its quants with (`value = q - off`); 0 for formats with a
+/// minimum, whose quants are unsigned already.
+pub(crate) fn weight_offset(ty: GgmlType) -> i32 {
+    match ty {
+        GgmlType::Q4_0 => 8,
+        GgmlType::Q5_0 => 16,
+        GgmlType::Q8_0 => 128,
+        _ => 0,
+    }
+}
+
+/// Whether the kernels in use have a tile kernel for weights of `ty`.
+pub fn has_gemm(ty: GgmlType) -> bool {
+    dispatch::kernels().gemm[dispatch::slot(ty)].is_some()
+}
+
+/// Repacks `n_tokens` activation rows (`acts`, each `n` elements quantized to
+/// `ty.vec_dot_type()`, back to back) for weights of `ty`.
+///
+/// Panics if `ty` is not one of the 32-element weight formats or the lengths disagree.
+pub fn pack_acts(ty: GgmlType, n: usize, acts: &[u8], n_tokens: usize) -> PackedActs {
+    let at = ty.vec_dot_type();
+    assert!(
+        matches!(at, GgmlType::Q8_0 | GgmlType::Q8_1) && n.is_multiple_of(32),
+        "pack_acts: {ty} with n={n}"
+    );
+    let nb = n / 32;
+    let row_bytes = nb * at.block_bytes();
+    assert_eq!(
+        acts.len(),
+        row_bytes * n_tokens,
+        "pack_acts: activation bytes"
+    );
+    let pairs = n_tokens.div_ceil(2);
+    let off = weight_offset(ty);
+    let s_stride = (2 * pairs).next_multiple_of(16) + S_SLACK;
+    let mut p = PackedActs {
+        ty,
+        n_blocks: nb,
+        n_tokens,
+        s_stride,
+        qs: vec![0; pairs * nb * PAIR_QS],
+        d: vec![0.0; pairs * nb * PAIR_LANES],
+        corr: if off != 0 {
+            vec![0; pairs * nb * PAIR_LANES]
+        } else {
+            Vec::new()
+        },
+        s: if at == GgmlType::Q8_1 {
+            vec![0.0; nb * s_stride]
+        } else {
+            Vec::new()
+        },
+    };
+    for (t, row) in acts.chunks_exact(row_bytes).enumerate() {
+        let (pair, half) = (t / 2, t % 2);
+        for b in 0..nb {
+            let (d, s, qs) = if at == GgmlType::Q8_1 {
+                let blk = &as_blocks::<BlockQ8_1>(row)[b];
+                (blk.d, Some(blk.s), &blk.qs)
+            } else {
+                let blk = &as_blocks::<BlockQ8_0>(row)[b];
+                (blk.d, None, &blk.qs)
+            };
+            let slot = pair * nb + b;
+            let q = &mut p.qs[slot * PAIR_QS + half * 32..][..32];
+            q.iter_mut().zip(qs).for_each(|(dst, &v)| *dst = v as u8);
+            let lanes = slot * PAIR_LANES + half * 8;
+            p.d[lanes..lanes + 8].fill(f16_to_f32(d));
+            if off != 0 {
+                for (i, c) in p.corr[lanes..lanes + 8].iter_mut().enumerate() {
+                    *c = -off * qs[4 * i..4 * i + 4].iter().map(|&v| v as i32).sum::<i32>();
+                }
+            }
+            if let Some(s) = s {
+                p.s[b * s_stride + t] = f16_to_f32(s);
+            }
+        }
+    }
+    p
+}
+
+/// `out[t * t_stride + r * r_stride] = vec_dot(W[r], act[t])` for the `rows` weight rows in `w`
+/// (`n` elements of `acts.ty` each, back to back) and the tokens of pairs
+/// `pairs.start..pairs.end` (`t` counts from the first token of the range; a padding token is
+/// not written).
+///
+/// Panics if the kernels in use have no tile kernel for the type ([`has_gemm`]) or the lengths
+/// disagree.
+pub fn gemm(
+    w: &[u8],
+    rows: usize,
+    acts: &PackedActs,
+    pairs: std::ops::Range<usize>,
+    out: &mut [f32],
+    t_stride: usize,
+    r_stride: usize,
+) {
+    let ty = acts.ty;
+    let row_bytes = acts.n_blocks * ty.block_bytes();
+    assert_eq!(w.len(), rows * row_bytes, "gemm({ty}): weight bytes");
+    assert!(pairs.end <= acts.n_pairs(), "gemm: pairs out of range");
+    let tokens = (2 * pairs.end).min(acts.n_tokens) - 2 * pairs.start;
+    if rows == 0 || tokens == 0 {
+        return;
+    }
+    let last = (tokens - 1) * t_stride + (rows - 1) * r_stride;
+    assert!(out.len() > last, "gemm: output too short");
+    let f = dispatch::kernels().gemm[dispatch::slot(ty)]
+        .unwrap_or_else(|| panic!("gemm: no tile kernel for {ty}"));
+    f(w, rows, acts, pairs, out, t_stride, r_stride);
+}
