@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
-/// How long an idle worker spins before it parks.
+/// How long an idle worker spins without giving up its core.
+const SPIN_ONLY: Duration = Duration::from_micros(30);
+/// How long an idle worker keeps polling (yielding its core between polls) before it parks.
 const SPIN_BEFORE_PARK: Duration = Duration::from_micros(300);
 
 /// A job's body, with the caller's lifetime erased while workers hold it (see `run`).
@@ -127,7 +129,7 @@ impl Pool {
         let mut spins = 0u32;
         while s.busy_workers.load(Ordering::Acquire) != 0 {
             spins += 1;
-            if spins < 1 << 14 {
+            if spins < 1 << 10 {
                 std::hint::spin_loop();
             } else {
                 thread::yield_now();
@@ -217,10 +219,16 @@ fn worker_loop(s: &Shared, index: usize) {
                 return;
             }
             let since = *idle_since.get_or_insert_with(Instant::now);
-            if since.elapsed() < SPIN_BEFORE_PARK {
+            let idle = since.elapsed();
+            if idle < SPIN_ONLY {
                 for _ in 0..64 {
                     std::hint::spin_loop();
                 }
+                continue;
+            }
+            if idle < SPIN_BEFORE_PARK {
+                // Still ready at once, but a preempted submitter gets the core back.
+                thread::yield_now();
                 continue;
             }
             s.sleeping[index].store(true, Ordering::SeqCst);

@@ -71,6 +71,18 @@ pub fn matmul(w: &QMat, x: &[f32], n: usize, out: &mut [f32]) {
 
     let threads = pool.threads();
     let rb = w.row_bytes();
+    if n == 1 && quant::has_matvec(w.ty) {
+        let packed = quant::pack_single(w.ty, w.cols, &qx);
+        if w.data.len() < MIN_PARALLEL_BYTES {
+            return quant::matvec(w.data, &packed, out);
+        }
+        let rows_per_task = task_rows(w.rows, threads).next_multiple_of(4);
+        pool.for_each_chunk(out, rows_per_task, |task, chunk| {
+            let r0 = task * rows_per_task;
+            quant::matvec(&w.data[r0 * rb..(r0 + chunk.len()) * rb], &packed, chunk);
+        });
+        return;
+    }
     if n == 1 && w.data.len() < MIN_PARALLEL_BYTES {
         quant::vec_dot_many(w.ty, w.cols, w.data, &qx, out);
         return;

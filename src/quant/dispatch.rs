@@ -1,6 +1,7 @@
 //! Choosing kernel variants once per process: a table of function pointers per element type,
 //! filled with the scalar reference and then overridden by the best SIMD variant the CPU
-//! supports. `LLAMAFILE_CPU=scalar|avx2|avx512` forces a variant (read once).
+//! supports. `LLAMAFILE_CPU=scalar|avx2|avx512` (x86-64) or `scalar|neon|dotprod` (aarch64)
+//! forces a variant (read once).
 
 use std::sync::OnceLock;
 
@@ -37,6 +38,9 @@ pub(crate) type GemmFn = fn(
     t_stride: usize,
     r_stride: usize,
 );
+/// Matrix-vector product of weight rows with one packed token (see `quant::gemm::matvec`;
+/// lengths already checked).
+pub(crate) type MatvecFn = fn(w: &[u8], acts: &super::gemm::PackedActs, out: &mut [f32]);
 /// Quantization of an f32 row (lengths already checked).
 pub(crate) type QuantizeFn = fn(src: &[f32], dst: &mut [u8]);
 /// Dequantization of a row (lengths already checked).
@@ -47,7 +51,7 @@ const N_TYPES: usize = GgmlType::ALL.len();
 /// One complete set of kernels.
 #[derive(Clone)]
 pub(crate) struct Kernels {
-    /// `scalar`, `avx2` or `avx512`.
+    /// `scalar`, `avx2`, `avx512`, `neon` or `dotprod`.
     pub name: &'static str,
     /// Indexed by [`slot`] of the weight type; `None` where the type has no dot product.
     pub vec_dot: [Option<VecDotFn>; N_TYPES],
@@ -59,6 +63,8 @@ pub(crate) struct Kernels {
     pub vec_dot_rows_scaled: [Option<VecDotRowsScaledFn>; N_TYPES],
     /// Tile kernels over packed activations (`quant::gemm`); `None` where the variant has none.
     pub gemm: [Option<GemmFn>; N_TYPES],
+    /// Matrix-vector kernels over a packed token; `None` where the variant has none.
+    pub matvec: [Option<MatvecFn>; N_TYPES],
     /// Indexed by [`slot`] of the target type; `None` where no quantizer exists.
     pub quantize: [Option<QuantizeFn>; N_TYPES],
 }
@@ -69,7 +75,8 @@ pub(crate) fn slot(ty: GgmlType) -> usize {
     ty as usize
 }
 
-/// The variant in use (`scalar`, `avx2` or `avx512`).
+/// The variant in use (`scalar`, `avx2` or `avx512` on x86-64; `scalar`, `neon` or `dotprod` on
+/// aarch64).
 pub fn kernel_variant() -> &'static str {
     kernels().name
 }
@@ -126,6 +133,15 @@ pub(crate) fn available() -> Vec<Kernels> {
             }
         }
     }
+    #[cfg(target_arch = "aarch64")]
+    {
+        if let Some(k) = super::aarch64::neon(scalar()) {
+            out.push(k.clone());
+            if let Some(k) = super::aarch64::dotprod(k) {
+                out.push(k);
+            }
+        }
+    }
     out
 }
 
@@ -137,6 +153,7 @@ pub(crate) fn scalar() -> Kernels {
         vec_dot_rows: [None; N_TYPES],
         vec_dot_rows_scaled: [None; N_TYPES],
         gemm: [None; N_TYPES],
+        matvec: [None; N_TYPES],
         quantize: [None; N_TYPES],
     };
     use GgmlType as T;

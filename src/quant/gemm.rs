@@ -134,6 +134,36 @@ pub fn pack_acts(ty: GgmlType, n: usize, acts: &[u8], n_tokens: usize) -> Packed
     p
 }
 
+/// Packs one activation row for [`matvec`]: the token in both halves of pair 0.
+///
+/// Panics as [`pack_acts`] does.
+pub fn pack_single(ty: GgmlType, n: usize, act: &[u8]) -> PackedActs {
+    let mut twice = Vec::with_capacity(2 * act.len());
+    twice.extend_from_slice(act);
+    twice.extend_from_slice(act);
+    let mut p = pack_acts(ty, n, &twice, 2);
+    p.n_tokens = 1;
+    p
+}
+
+/// Whether the kernels in use have a matrix-vector kernel for weights of `ty`.
+pub fn has_matvec(ty: GgmlType) -> bool {
+    dispatch::kernels().matvec[dispatch::slot(ty)].is_some()
+}
+
+/// `out[r] = vec_dot(W[r], act)` for the `out.len()` weight rows in `w` and the token packed by
+/// [`pack_single`].
+///
+/// Panics if the kernels in use have no such kernel ([`has_matvec`]) or the lengths disagree.
+pub fn matvec(w: &[u8], acts: &PackedActs, out: &mut [f32]) {
+    let ty = acts.ty;
+    let row_bytes = acts.n_blocks * ty.block_bytes();
+    assert_eq!(w.len(), out.len() * row_bytes, "matvec({ty}): weight bytes");
+    let f = dispatch::kernels().matvec[dispatch::slot(ty)]
+        .unwrap_or_else(|| panic!("matvec: no kernel for {ty}"));
+    f(w, acts, out);
+}
+
 /// `out[t * t_stride + r * r_stride] = vec_dot(W[r], act[t])` for the `rows` weight rows in `w`
 /// (`n` elements of `acts.ty` each, back to back) and the tokens of pairs
 /// `pairs.start..pairs.end` (`t` counts from the first token of the range; a padding token is

@@ -1,6 +1,6 @@
 //! Tensor element formats: one file per block format (layout, dequantization, quantization,
-//! scalar reference dot products), SIMD variants beside them (`x86/`), and `dispatch.rs`, which
-//! picks the variant once per process.
+//! scalar reference dot products), SIMD variants beside them (`x86/`, `aarch64/`), and
+//! `dispatch.rs`, which picks the variant once per process.
 //!
 //! This module owns the arithmetic of single rows. Matrix products, threading and the choice of
 //! which rows to combine belong to `ops/`.
@@ -22,6 +22,8 @@
 //! assert!((dot - exact).abs() < 0.05 * exact.abs().max(1.0));
 //! ```
 
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
 mod bf16;
 mod block;
 mod dispatch;
@@ -48,7 +50,7 @@ mod x86;
 pub use bf16::{bf16_to_f32, f32_to_bf16};
 pub use block::{f16_to_f32, f32_to_f16};
 pub use dispatch::kernel_variant;
-pub use gemm::{gemm, has_gemm, pack_acts, PackedActs};
+pub use gemm::{gemm, has_gemm, has_matvec, matvec, pack_acts, pack_single, PackedActs};
 pub use types::{GgmlType, QK_K};
 
 /// Expands one row of `ty` (`src`, a whole number of blocks) into `dst`.

@@ -409,7 +409,7 @@ fn variant_choice_honours_llamafile_cpu() {
     let names = |v: &[Kernels]| v.iter().map(|k| k.name).collect::<Vec<_>>();
     let avail = dispatch::available();
     let best = *names(&avail).last().unwrap();
-    assert!(["scalar", "avx2", "avx512"].contains(&kernel_variant()));
+    assert!(["scalar", "avx2", "avx512", "neon", "dotprod"].contains(&kernel_variant()));
     assert_eq!(dispatch::choose(None, avail.clone()).0.name, best);
     assert_eq!(dispatch::choose(Some("auto"), avail.clone()).0.name, best);
     let (k, warn) = dispatch::choose(Some("scalar"), avail.clone());
@@ -524,4 +524,45 @@ fn gemm_equals_vec_dot() {
         .iter()
         .any(|k| k.gemm.iter().any(Option::is_some));
     assert!(!has_tiles || checked > 0);
+}
+
+/// Matrix-vector kernels give every weight row the single-row kernel's bits, for row counts
+/// with and without a remainder of the four-row step.
+#[test]
+fn matvec_equals_vec_dot() {
+    let mut rng = Rng(13);
+    let mut checked = 0;
+    for k in dispatch::available() {
+        for ty in weight_types() {
+            let Some(f) = k.matvec[slot(ty)] else {
+                continue;
+            };
+            let single = k.vec_dot[slot(ty)].unwrap();
+            for (n, rows) in [(32usize, 1usize), (96, 7), (320, 12)] {
+                let at = ty.vec_dot_type();
+                let wrow = ty.bytes_for(n as u64).unwrap() as usize;
+                let w: Vec<u8> = (0..rows)
+                    .flat_map(|_| random_weights(ty, n, &mut rng))
+                    .collect();
+                let (_, act) = random_activations(at, n, &mut rng);
+                let packed = pack_single(ty, n, &act);
+                let mut out = vec![f32::NAN; rows];
+                f(&w, &packed, &mut out);
+                for (r, got) in out.iter().enumerate() {
+                    let want = single(&w[r * wrow..][..wrow], &act);
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{} {ty} n={n} row {r}",
+                        k.name
+                    );
+                    checked += 1;
+                }
+            }
+        }
+    }
+    let has = dispatch::available()
+        .iter()
+        .any(|k| k.matvec.iter().any(Option::is_some));
+    assert!(!has || checked > 0);
 }

@@ -14,6 +14,7 @@ mod legacy;
 mod legacy512;
 
 pub(super) use legacy512::{prepare_scales, SCALES_PER_PAIR};
+mod matvec32;
 mod quantize;
 mod tiles32;
 
@@ -167,17 +168,22 @@ pub(super) fn avx512(mut k: Kernels) -> Option<Kernels> {
     k.gemm[slot(T::Q4_0)] = Some(|w, n, a, p, o, ts, rs| unsafe {
         tiles32::gemm::<tiles32::Q4_0>(w, n, a, p, o, ts, rs)
     });
+    k.matvec[slot(T::Q4_0)] = Some(|w, a, o| unsafe { matvec32::matvec::<tiles32::Q4_0>(w, a, o) });
     k.gemm[slot(T::Q4_1)] = Some(|w, n, a, p, o, ts, rs| unsafe {
         tiles32::gemm::<tiles32::Q4_1>(w, n, a, p, o, ts, rs)
     });
+    k.matvec[slot(T::Q4_1)] = Some(|w, a, o| unsafe { matvec32::matvec::<tiles32::Q4_1>(w, a, o) });
     k.gemm[slot(T::Q5_0)] = Some(|w, n, a, p, o, ts, rs| unsafe {
         tiles32::gemm::<tiles32::Q5_0>(w, n, a, p, o, ts, rs)
     });
+    k.matvec[slot(T::Q5_0)] = Some(|w, a, o| unsafe { matvec32::matvec::<tiles32::Q5_0>(w, a, o) });
     k.gemm[slot(T::Q5_1)] = Some(|w, n, a, p, o, ts, rs| unsafe {
         tiles32::gemm::<tiles32::Q5_1>(w, n, a, p, o, ts, rs)
     });
+    k.matvec[slot(T::Q5_1)] = Some(|w, a, o| unsafe { matvec32::matvec::<tiles32::Q5_1>(w, a, o) });
     k.gemm[slot(T::Q8_0)] = Some(|w, n, a, p, o, ts, rs| unsafe {
         tiles32::gemm::<tiles32::Q8_0>(w, n, a, p, o, ts, rs)
     });
+    k.matvec[slot(T::Q8_0)] = Some(|w, a, o| unsafe { matvec32::matvec::<tiles32::Q8_0>(w, a, o) });
     Some(k)
 }

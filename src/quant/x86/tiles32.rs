@@ -158,7 +158,7 @@ pub(super) unsafe fn gemm<B: Block32>(
 /// to `put(row, pair, half, value)`.
 #[inline(always)]
 #[allow(clippy::needless_range_loop)] // tiles index rows and pairs of several arrays at once
-unsafe fn tile<B: Block32, const NR: usize, const NP: usize>(
+pub(super) unsafe fn tile<B: Block32, const NR: usize, const NP: usize>(
     w: &[u8],
     row_bytes: usize,
     acts: &PackedActs,
@@ -189,7 +189,7 @@ unsafe fn tile<B: Block32, const NR: usize, const NP: usize>(
                 let y = ld64(&acts.qs[slot * PAIR_QS..][..PAIR_QS]);
                 let dy = ld16f(&acts.d[slot * PAIR_LANES..][..PAIR_LANES]);
                 let c = if B::OFFSET {
-                    ld64(bytemuck_i32(&acts.corr[slot * PAIR_LANES..][..PAIR_LANES]))
+                    ld64(i32_bytes(&acts.corr[slot * PAIR_LANES..][..PAIR_LANES]))
                 } else {
                     _mm512_setzero_si512()
                 };
@@ -221,7 +221,7 @@ unsafe fn tile<B: Block32, const NR: usize, const NP: usize>(
 
 /// 64 bytes from the start of `s`.
 #[inline(always)]
-unsafe fn ld64(s: &[u8]) -> __m512i {
+pub(super) unsafe fn ld64(s: &[u8]) -> __m512i {
     assert!(s.len() >= 64);
     // SAFETY: at least 64 readable bytes; unaligned load; the caller guarantees AVX-512F.
     unsafe { _mm512_loadu_si512(s.as_ptr().cast()) }
@@ -229,7 +229,7 @@ unsafe fn ld64(s: &[u8]) -> __m512i {
 
 /// Sixteen f32 from the start of `s`.
 #[inline(always)]
-unsafe fn ld16f(s: &[f32]) -> __m512 {
+pub(super) unsafe fn ld16f(s: &[f32]) -> __m512 {
     assert!(s.len() >= 16);
     // SAFETY: at least 16 readable floats; unaligned load; the caller guarantees AVX-512F.
     unsafe { _mm512_loadu_ps(s.as_ptr()) }
@@ -237,7 +237,7 @@ unsafe fn ld16f(s: &[f32]) -> __m512 {
 
 /// The bytes of an i32 slice.
 #[inline(always)]
-fn bytemuck_i32(s: &[i32]) -> &[u8] {
+pub(super) fn i32_bytes(s: &[i32]) -> &[u8] {
     // SAFETY: i32 has no padding and every byte pattern is a valid u8; the length is exact.
     unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), std::mem::size_of_val(s)) }
 }

@@ -1,0 +1,323 @@
+//! aarch64 NEON kernels and the tables that install them. `neon` needs only the baseline
+//! Advanced SIMD of every aarch64 CPU and forms its integer dot products with widening
+//! multiplies; `dotprod` additionally needs FEAT_DotProd (Armv8.2+, detected at run time) and
+//! forms them with `sdot`. Both flavours run the same kernel code, generic over [`Dot4`], and
+//! give the same bits (the integer sums are exact).
+//!
+//! This module owns the flavours, the small NEON helpers the kernels share and the tables;
+//! the kernels live in `legacy.rs` (32-element formats), `k_quants.rs` (Q2_K..Q6_K) and
+//! `quantize.rs` (activation quantizers). Matrix-level work stays in `ops/`.
+
+mod k_quants;
+mod legacy;
+mod quantize;
+
+use std::arch::aarch64::*;
+use std::arch::asm;
+
+use super::block::{as_blocks, as_blocks_mut, Block};
+use super::dispatch::{slot, Kernels};
+use super::GgmlType as T;
+
+/// One way of forming four i32 lanes, each the sum of four adjacent i8 products.
+pub(super) trait Dot4 {
+    /// `acc[k] + Σ_{j<4} a[4k + j] · b[4k + j]` for `k` in 0..4 (exact).
+    ///
+    /// # Safety
+    /// The CPU must have the flavour's features (checked before its table is built).
+    unsafe fn dot4(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t;
+}
+
+/// Baseline NEON: `smull`/`smull2` to i16 products, then pairwise widening adds.
+pub(super) struct Widening;
+
+impl Dot4 for Widening {
+    #[inline(always)]
+    unsafe fn dot4(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+        // SAFETY: NEON is part of every aarch64 CPU (the target's baseline features).
+        unsafe {
+            let lo = vpaddlq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(b)));
+            let hi = vpaddlq_s16(vmull_high_s8(a, b));
+            vaddq_s32(acc, vpaddq_s32(lo, hi))
+        }
+    }
+}
+
+/// FEAT_DotProd's `sdot`, written as inline assembly because `vdotq_s32` is not yet stable.
+pub(super) struct Sdot;
+
+impl Dot4 for Sdot {
+    #[inline(always)]
+    unsafe fn dot4(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+        // SAFETY: the caller guarantees FEAT_DotProd; the instruction reads and writes only the
+        // three vector registers named.
+        unsafe {
+            asm!(
+                ".arch_extension dotprod",
+                "sdot {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+                acc = inout(vreg) acc,
+                a = in(vreg) a,
+                b = in(vreg) b,
+                options(pure, nomem, nostack, preserves_flags),
+            );
+        }
+        acc
+    }
+}
+
+/// 16 bytes from the start of `s`.
+#[inline]
+#[target_feature(enable = "neon")]
+fn ld_u8(s: &[u8]) -> uint8x16_t {
+    assert!(s.len() >= 16);
+    // SAFETY: at least 16 readable bytes; `ld1` has no alignment requirement.
+    unsafe { vld1q_u8(s.as_ptr()) }
+}
+
+/// 16 signed bytes from the start of `s`.
+#[inline]
+#[target_feature(enable = "neon")]
+fn ld_i8(s: &[i8]) -> int8x16_t {
+    assert!(s.len() >= 16);
+    // SAFETY: at least 16 readable bytes; `ld1` has no alignment requirement.
+    unsafe { vld1q_s8(s.as_ptr()) }
+}
+
+/// Eight little-endian i16 from the first 16 bytes of `s`.
+#[inline]
+#[target_feature(enable = "neon")]
+fn ld_i16(s: &[u8]) -> int16x8_t {
+    vreinterpretq_s16_u8(ld_u8(s))
+}
+
+/// f16 (little-endian bytes) to f32 with `fcvt`, exact (as `block::f16_to_f32`).
+#[inline]
+#[target_feature(enable = "neon")]
+fn f16(b: [u8; 2]) -> f32 {
+    let out: f32;
+    // SAFETY: `fmov` and the half-to-single `fcvt` belong to the base aarch64 FP instruction
+    // set; only the named registers are touched.
+    unsafe {
+        asm!(
+            "fmov {v:s}, {w:w}",
+            "fcvt {out:s}, {v:h}",
+            w = in(reg) u16::from_le_bytes(b) as u32,
+            v = out(vreg) _,
+            out = lateout(vreg) out,
+            options(pure, nomem, nostack, preserves_flags),
+        );
+    }
+    out
+}
+
+/// Bytes of `v` as signed.
+#[inline]
+#[target_feature(enable = "neon")]
+fn s8(v: uint8x16_t) -> int8x16_t {
+    vreinterpretq_s8_u8(v)
+}
+
+/// Activation rows handed to one multi-row kernel call.
+const ROWS: usize = 4;
+
+/// Runs a multi-row kernel over `out.len()` activation rows: `ROWS` at a time, then one at a
+/// time (the kernels give the same bits for every row count).
+///
+/// # Safety
+/// The CPU must support the features of `k1` and `kn`.
+unsafe fn by_rows<W: Block, A: Block>(
+    k1: unsafe fn(&[W], [&[A]; 1]) -> [f32; 1],
+    kn: unsafe fn(&[W], [&[A]; ROWS]) -> [f32; ROWS],
+    w: &[u8],
+    acts: &[u8],
+    stride: usize,
+    row_bytes: usize,
+    out: &mut [f32],
+) {
+    let w = as_blocks::<W>(w);
+    let act = |i: usize| as_blocks::<A>(&acts[i * stride..i * stride + row_bytes]);
+    let done = out.len() / ROWS * ROWS;
+    let mut chunks = out.chunks_exact_mut(ROWS);
+    for (c, o) in chunks.by_ref().enumerate() {
+        // SAFETY: the caller guarantees the CPU features.
+        o.copy_from_slice(&unsafe { kn(w, std::array::from_fn(|r| act(c * ROWS + r))) });
+    }
+    for (i, o) in chunks.into_remainder().iter_mut().enumerate() {
+        // SAFETY: the caller guarantees the CPU features.
+        *o = unsafe { k1(w, [act(done + i)]) }[0];
+    }
+}
+
+/// Installs the multi-row kernel `$m::$f::<$d, R>` as both the single-row and the multi-row entry.
+/// Only for use after the features of flavour `$d` were detected.
+macro_rules! install {
+    ($k:ident, $ty:expr, $m:ident::$f:ident, $d:ty) => {{
+        // SAFETY: the table being built exists only after the flavour's CPU features were
+        // detected (see the callers), and the entries are reachable only through it.
+        $k.vec_dot[slot($ty)] =
+            Some(|w, a| unsafe { $m::$f::<$d, 1>(as_blocks(w), [as_blocks(a)]) }[0]);
+        $k.vec_dot_rows[slot($ty)] = Some(|w, acts, stride, row_bytes, out| unsafe {
+            by_rows(
+                $m::$f::<$d, 1>,
+                $m::$f::<$d, ROWS>,
+                w,
+                acts,
+                stride,
+                row_bytes,
+                out,
+            )
+        });
+    }};
+}
+
+/// Installs every dot product of flavour `$d` into `$k`.
+macro_rules! install_dots {
+    ($k:ident, $d:ty) => {{
+        install!($k, T::Q4_0, legacy::dot_q4_0, $d);
+        install!($k, T::Q4_1, legacy::dot_q4_1, $d);
+        install!($k, T::Q5_0, legacy::dot_q5_0, $d);
+        install!($k, T::Q5_1, legacy::dot_q5_1, $d);
+        install!($k, T::Q8_0, legacy::dot_q8_0, $d);
+        install!($k, T::Q2K, k_quants::dot_q2_k, $d);
+        install!($k, T::Q3K, k_quants::dot_q3_k, $d);
+        install!($k, T::Q4K, k_quants::dot_q4_k, $d);
+        install!($k, T::Q5K, k_quants::dot_q5_k, $d);
+        install!($k, T::Q6K, k_quants::dot_q6_k, $d);
+    }};
+}
+
+/// `base` with the baseline NEON kernels installed, or `None` if this CPU lacks NEON (no
+/// aarch64 Linux CPU does).
+pub(super) fn neon(mut k: Kernels) -> Option<Kernels> {
+    if !std::arch::is_aarch64_feature_detected!("neon") {
+        return None;
+    }
+    k.name = "neon";
+    install_dots!(k, Widening);
+    // SAFETY (every `unsafe` below): reachable only through this table, which exists only
+    // after NEON was detected.
+    k.quantize[slot(T::Q8_0)] =
+        Some(|x, y| unsafe { quantize::quantize_q8_0(x, as_blocks_mut(y)) });
+    k.quantize[slot(T::Q8_1)] =
+        Some(|x, y| unsafe { quantize::quantize_q8_1(x, as_blocks_mut(y)) });
+    k.quantize[slot(T::Q8K)] = Some(|x, y| unsafe { quantize::quantize_q8_k(x, as_blocks_mut(y)) });
+    Some(k)
+}
+
+/// The NEON table `k` with the dot products redone with `sdot`, or `None` if this CPU lacks
+/// FEAT_DotProd.
+pub(super) fn dotprod(mut k: Kernels) -> Option<Kernels> {
+    if !std::arch::is_aarch64_feature_detected!("dotprod") {
+        return None;
+    }
+    k.name = "dotprod";
+    install_dots!(k, Sdot);
+    Some(k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fcvt_matches_half_for_every_f16() {
+        for bits in 0..=u16::MAX {
+            let b = bits.to_le_bytes();
+            // SAFETY: NEON is part of every aarch64 CPU.
+            let got = unsafe { f16(b) };
+            let want = super::super::block::f16_to_f32(b);
+            if want.is_nan() {
+                assert!(got.is_nan(), "{bits:#06x}");
+            } else {
+                assert_eq!(got.to_bits(), want.to_bits(), "{bits:#06x}");
+            }
+        }
+    }
+
+    /// Both flavours are offered where the CPU has them, and give the same bits for every type
+    /// (their integer sums are exact); Q4_1, whose scalar reference keeps the x86 lane order
+    /// these kernels follow, gives the scalar bits too.
+    #[test]
+    fn flavours_agree_bit_for_bit() {
+        use crate::quant::{quantize_row, GgmlType};
+        let avail = super::super::dispatch::available();
+        let names: Vec<_> = avail.iter().map(|k| k.name).collect();
+        let mut want = vec!["scalar", "neon"];
+        if std::arch::is_aarch64_feature_detected!("dotprod") {
+            want.push("dotprod");
+        }
+        assert_eq!(names, want);
+        let mut seed = 0x1234_5678u32;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed
+        };
+        let n = 1024;
+        for ty in GgmlType::ALL {
+            let Some(scalar) = avail[0].vec_dot[slot(ty)] else {
+                continue;
+            };
+            if matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
+                continue;
+            }
+            let mut w: Vec<u8> = (0..ty.bytes_for(n).unwrap())
+                .map(|_| next() as u8)
+                .collect();
+            // Sane f16 scales (and minimums) in every block: exponent bits 0b01xxx.
+            for b in w.chunks_exact_mut(ty.block_bytes()) {
+                let offsets: &[usize] = match ty {
+                    T::Q4_0 | T::Q5_0 | T::Q8_0 => &[0],
+                    T::Q4_1 | T::Q5_1 | T::Q4K | T::Q5K => &[0, 2],
+                    T::Q2K => &[80, 82],
+                    T::Q3K => &[108],
+                    _ => &[208],
+                };
+                for &o in offsets {
+                    b[o + 1] = 0x20 | (b[o + 1] & 0x83);
+                }
+            }
+            let x: Vec<f32> = (0..n).map(|_| next() as i32 as f32 / 3e9).collect();
+            let at = ty.vec_dot_type();
+            let mut a = vec![0u8; at.bytes_for(n).unwrap() as usize];
+            quantize_row(at, &x, &mut a);
+            let got: Vec<u32> = avail[1..]
+                .iter()
+                .map(|k| k.vec_dot[slot(ty)].unwrap()(&w, &a).to_bits())
+                .collect();
+            assert!(got.iter().all(|&g| g == got[0]), "{ty}: {got:x?}");
+            if ty == T::Q4_1 {
+                assert_eq!(got[0], scalar(&w, &a).to_bits(), "{ty}");
+            }
+        }
+    }
+
+    #[test]
+    fn dot4_flavours_sum_four_adjacent_products() {
+        let a: [i8; 16] = std::array::from_fn(|i| (i as i8 - 8) * 16);
+        let b: [i8; 16] = std::array::from_fn(|i| if i % 3 == 0 { -128 } else { 127 - i as i8 });
+        let want: [i32; 4] = std::array::from_fn(|k| {
+            (0..4)
+                .map(|j| a[4 * k + j] as i32 * b[4 * k + j] as i32)
+                .sum()
+        });
+        let acc = [1, -2, 3, -4];
+        // SAFETY: NEON is baseline; `Sdot` runs only where FEAT_DotProd was detected.
+        let run = |f: unsafe fn(int32x4_t, int8x16_t, int8x16_t) -> int32x4_t| unsafe {
+            let r = f(
+                vld1q_s32(acc.as_ptr()),
+                vld1q_s8(a.as_ptr()),
+                vld1q_s8(b.as_ptr()),
+            );
+            let mut out = [0i32; 4];
+            vst1q_s32(out.as_mut_ptr(), r);
+            out
+        };
+        let expect: [i32; 4] = std::array::from_fn(|k| want[k] + acc[k]);
+        assert_eq!(run(Widening::dot4), expect);
+        if std::arch::is_aarch64_feature_detected!("dotprod") {
+            assert_eq!(run(Sdot::dot4), expect);
+        }
+    }
+}
