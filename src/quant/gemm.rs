@@ -13,6 +13,9 @@
 //! - `corr[p][b]`: for weight formats stored with an offset (`q - off`), `-off` times the sum of
 //!   each group of four activation quants, so `corr + Σ (q + off)·y` is the signed dot product;
 //! - `s[b][t]`: Q8_1's `d·Σy` as f32 per token (formats with a minimum).
+//!
+//! K-quant weights (Q8_K partners) keep the quantized rows as they are: their tile kernels read
+//! whole super-blocks per token.
 
 use super::block::{as_blocks, f16_to_f32};
 use super::dispatch;
@@ -33,11 +36,15 @@ pub struct PackedActs {
     pub(crate) n_blocks: usize,
     pub(crate) n_tokens: usize,
     /// Length of one block's row in `s`.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) s_stride: usize,
     pub(crate) qs: Vec<u8>,
     pub(crate) d: Vec<f32>,
     pub(crate) corr: Vec<i32>,
     pub(crate) s: Vec<f32>,
+    /// K-quant partners (Q8_K): the quantized rows as they are, `raw_stride` bytes each.
+    pub(crate) raw: Vec<u8>,
+    pub(crate) raw_stride: usize,
 }
 
 impl PackedActs {
@@ -74,6 +81,22 @@ pub fn has_gemm(ty: GgmlType) -> bool {
 /// Panics if `ty` is not one of the 32-element weight formats or the lengths disagree.
 pub fn pack_acts(ty: GgmlType, n: usize, acts: &[u8], n_tokens: usize) -> PackedActs {
     let at = ty.vec_dot_type();
+    if at == GgmlType::Q8K {
+        let stride = at.bytes_for(n as u64).expect("whole super-blocks") as usize;
+        assert_eq!(acts.len(), stride * n_tokens, "pack_acts: activation bytes");
+        return PackedActs {
+            ty,
+            n_blocks: n / at.block_elems(),
+            n_tokens,
+            s_stride: 0,
+            qs: Vec::new(),
+            d: Vec::new(),
+            corr: Vec::new(),
+            s: Vec::new(),
+            raw: acts.to_vec(),
+            raw_stride: stride,
+        };
+    }
     assert!(
         matches!(at, GgmlType::Q8_0 | GgmlType::Q8_1) && n.is_multiple_of(32),
         "pack_acts: {ty} with n={n}"
@@ -105,6 +128,8 @@ pub fn pack_acts(ty: GgmlType, n: usize, acts: &[u8], n_tokens: usize) -> Packed
         } else {
             Vec::new()
         },
+        raw: Vec::new(),
+        raw_stride: 0,
     };
     for (t, row) in acts.chunks_exact(row_bytes).enumerate() {
         let (pair, half) = (t / 2, t % 2);

@@ -29,22 +29,18 @@ unsafe impl Block for BlockQ4K {
 }
 
 /// Unpacks the 12 scale bytes shared by Q4_K and Q5_K into (scales, minimums), 6 bits each.
-#[inline]
+#[inline(always)]
 pub fn unpack_scales_mins(q: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
-    let sc = std::array::from_fn(|j| {
-        if j < 4 {
-            q[j] & 63
-        } else {
-            (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4)
-        }
-    });
-    let m = std::array::from_fn(|j| {
-        if j < 4 {
-            q[j + 4] & 63
-        } else {
-            (q[j + 4] >> 4) | ((q[j] >> 6) << 4)
-        }
-    });
+    // Plain loops, not `array::from_fn`: this runs inside SIMD kernels, which must inline it.
+    let (mut sc, mut m) = ([0u8; 8], [0u8; 8]);
+    for j in 0..4 {
+        sc[j] = q[j] & 63;
+        m[j] = q[j + 4] & 63;
+    }
+    for j in 4..8 {
+        sc[j] = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+        m[j] = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
     (sc, m)
 }
 

@@ -239,7 +239,7 @@ mod tests {
     /// these kernels follow, gives the scalar bits too.
     #[test]
     fn flavours_agree_bit_for_bit() {
-        use crate::quant::{quantize_row, GgmlType};
+        use crate::quant::quantize_row;
         let avail = super::super::dispatch::available();
         let names: Vec<_> = avail.iter().map(|k| k.name).collect();
         let mut want = vec!["scalar", "neon"];
@@ -255,17 +255,18 @@ mod tests {
             seed
         };
         let n = 1024;
-        for ty in GgmlType::ALL {
+        for ty in T::ALL {
             let Some(scalar) = avail[0].vec_dot[slot(ty)] else {
                 continue;
             };
-            if matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
+            if matches!(ty, T::F32 | T::F16 | T::BF16) {
                 continue;
             }
             let mut w: Vec<u8> = (0..ty.bytes_for(n).unwrap())
                 .map(|_| next() as u8)
                 .collect();
-            // Sane f16 scales (and minimums) in every block: exponent bits 0b01xxx.
+            // Moderate f16 scales (and minimums) in every block: sign and the top mantissa bits kept,
+            // exponent 0b01000 (2^-7).
             for b in w.chunks_exact_mut(ty.block_bytes()) {
                 let offsets: &[usize] = match ty {
                     T::Q4_0 | T::Q5_0 | T::Q8_0 => &[0],

@@ -17,6 +17,7 @@ pub(super) use legacy512::{prepare_scales, SCALES_PER_PAIR};
 mod matvec32;
 mod quantize;
 mod tiles32;
+mod tiles_k;
 
 use super::block::{as_blocks, as_blocks_mut, Block};
 use super::dispatch::{slot, Kernels};
@@ -165,6 +166,16 @@ pub(super) fn avx512(mut k: Kernels) -> Option<Kernels> {
     install!(k, T::Q6K, k_quants512::dot_q6_k);
     // SAFETY (every `unsafe` below): reachable only through this table, built after
     // `has_avx512()` confirmed AVX-512 F/BW/VL and VNNI (and AVX2, FMA, F16C).
+    k.gemm[slot(T::Q4K)] = Some(|w, n, a, p, o, ts, rs| unsafe {
+        let dot: fn(&[u8], &[u8]) -> f32 =
+            |w, a| k_quants512::dot_q4_k::<1>(as_blocks(w), [as_blocks(a)])[0];
+        tiles_k::gemm::<tiles_k::Q4K>(dot, w, n, a, p, o, ts, rs)
+    });
+    k.gemm[slot(T::Q6K)] = Some(|w, n, a, p, o, ts, rs| unsafe {
+        let dot: fn(&[u8], &[u8]) -> f32 =
+            |w, a| k_quants512::dot_q6_k::<1>(as_blocks(w), [as_blocks(a)])[0];
+        tiles_k::gemm::<tiles_k::Q6K>(dot, w, n, a, p, o, ts, rs)
+    });
     k.gemm[slot(T::Q4_0)] = Some(|w, n, a, p, o, ts, rs| unsafe {
         tiles32::gemm::<tiles32::Q4_0>(w, n, a, p, o, ts, rs)
     });

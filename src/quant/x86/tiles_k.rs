@@ -1,0 +1,387 @@
+//! AVX-512 VNNI tile kernels for Q4_K and Q6_K against Q8_K activations: 4 weight rows × 4
+//! tokens per tile. Per super-block, every weight chunk of 64 quants is decoded once and meets
+//! each token's chunk in `vpmaddubsw` (exact i16 pair sums) and `vpdpwssd` (times the group
+//! scales, into i32 lanes); the sixteen products' lanes are then summed by one transposing
+//! reduction, and the f32 step — `d·isum − dmin·summs` for Q4_K, `(d·dy)·isum` for Q6_K, added
+//! to the running sum — runs on all sixteen at once with the scalar reference's operations in
+//! its order. The integer sums are exact, so results are the bits of `vec_dot`. Rows and tokens
+//! left over from whole tiles go through `vec_dot`.
+
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+use super::common::*;
+use crate::quant::block::as_blocks;
+use crate::quant::gemm::PackedActs;
+use crate::quant::q4_k::{unpack_scales_mins, BlockQ4K};
+use crate::quant::q6_k::BlockQ6K;
+use crate::quant::q8_k::BlockQ8K;
+
+/// Rows and tokens per tile.
+const T: usize = 4;
+
+/// One K-quant format's tile arithmetic.
+pub(super) trait KTile {
+    type W: crate::quant::block::Block;
+    /// Sixteen products of one super-block: lane `4t + r` of the result is the f32 term the
+    /// scalar reference adds for row `r` and token `t`, combined with `sumf` in its order.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F/BW/VL and VNNI.
+    unsafe fn step(w: &[&[Self::W]; T], y: &[&[BlockQ8K]; T], sb: usize, sumf: __m512) -> __m512;
+}
+
+pub(super) struct Q4K;
+pub(super) struct Q6K;
+
+/// The tile-kernel entry for K-quant format `K` (see `quant::gemm::gemm` for the contract);
+/// `dot` is the single-row kernel that handles what is left over from whole tiles.
+///
+/// # Safety
+/// The CPU must support AVX-512 F/BW/VL, VNNI, AVX2, FMA and F16C.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(super) unsafe fn gemm<K: KTile>(
+    dot: fn(&[u8], &[u8]) -> f32,
+    w: &[u8],
+    rows: usize,
+    acts: &PackedActs,
+    pairs: Range<usize>,
+    out: &mut [f32],
+    t_stride: usize,
+    r_stride: usize,
+) {
+    let row_bytes = w.len() / rows;
+    let act_bytes = acts.raw_stride;
+    let t_begin = 2 * pairs.start;
+    let t_end = (2 * pairs.end).min(acts.n_tokens);
+    let w_row = |r: usize| &w[r * row_bytes..][..row_bytes];
+    let a_row = |t: usize| &acts.raw[t * act_bytes..][..act_bytes];
+    let full_r = rows / T * T;
+    let full_t = t_begin + (t_end - t_begin) / T * T;
+    for r0 in (0..full_r).step_by(T) {
+        // (Plain loops throughout: closures and `array::map` in these kernels were not inlined.)
+        let mut wr: [&[K::W]; T] = [&[]; T];
+        for (i, x) in wr.iter_mut().enumerate() {
+            *x = as_blocks(w_row(r0 + i));
+        }
+        for t0 in (t_begin..full_t).step_by(T) {
+            let mut ya: [&[BlockQ8K]; T] = [&[]; T];
+            for (i, y) in ya.iter_mut().enumerate() {
+                *y = as_blocks(a_row(t0 + i));
+            }
+            let mut sumf = _mm512_setzero_ps();
+            for sb in 0..acts.n_blocks {
+                // SAFETY: the caller guarantees the CPU features.
+                sumf = unsafe { K::step(&wr, &ya, sb, sumf) };
+            }
+            let mut v = [0f32; 16];
+            // SAFETY: 16 writable floats.
+            unsafe { _mm512_storeu_ps(v.as_mut_ptr(), sumf) };
+            for t in 0..T {
+                for r in 0..T {
+                    out[(t0 + t - t_begin) * t_stride + (r0 + r) * r_stride] = v[4 * t + r];
+                }
+            }
+        }
+    }
+    // Leftovers: the last tokens against the tiled rows, then the last rows against all.
+    for t in full_t..t_end {
+        for r in 0..full_r {
+            out[(t - t_begin) * t_stride + r * r_stride] = dot(w_row(r), a_row(t));
+        }
+    }
+    for r in full_r..rows {
+        for t in t_begin..t_end {
+            out[(t - t_begin) * t_stride + r * r_stride] = dot(w_row(r), a_row(t));
+        }
+    }
+}
+
+/// Sums the i32 lanes of each of sixteen vectors: lane `i` of the result is the sum of `v[i]`.
+#[inline(always)]
+unsafe fn reduce16(v: [__m512i; 16]) -> __m512i {
+    // SAFETY: the caller guarantees AVX-512F.
+    unsafe {
+        // Pairs: per 128-bit lane [a0+a2, b0+b2, a1+a3, b1+b3].
+        // (Plain loops: closures would not inherit the caller's target features.)
+        let mut c = [_mm512_setzero_si512(); 8];
+        for i in 0..8 {
+            let (a, b) = (v[2 * i], v[2 * i + 1]);
+            c[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+        }
+        // Quads: per 128-bit lane the four vectors' lane sums, in order.
+        let mut e = [_mm512_setzero_si512(); 4];
+        for i in 0..4 {
+            let (a, b) = (c[2 * i], c[2 * i + 1]);
+            e[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+        }
+        // Across the four 128-bit lanes.
+        let g01 = _mm512_add_epi32(
+            _mm512_shuffle_i32x4::<0x88>(e[0], e[1]),
+            _mm512_shuffle_i32x4::<0xDD>(e[0], e[1]),
+        );
+        let g23 = _mm512_add_epi32(
+            _mm512_shuffle_i32x4::<0x88>(e[2], e[3]),
+            _mm512_shuffle_i32x4::<0xDD>(e[2], e[3]),
+        );
+        _mm512_add_epi32(
+            _mm512_shuffle_i32x4::<0x88>(g01, g23),
+            _mm512_shuffle_i32x4::<0xDD>(g01, g23),
+        )
+    }
+}
+
+/// 64 bytes from the start of `s`.
+#[inline(always)]
+unsafe fn ld64i(s: &[i8]) -> __m512i {
+    assert!(s.len() >= 64);
+    // SAFETY: at least 64 readable bytes; the caller guarantees AVX-512F.
+    unsafe { _mm512_loadu_si512(s.as_ptr().cast()) }
+}
+
+/// Lane `4t + r` = `per_row[r]`.
+#[inline(always)]
+unsafe fn by_row(per_row: [f32; T]) -> __m512 {
+    // SAFETY: the caller guarantees AVX-512F.
+    unsafe { _mm512_broadcast_f32x4(_mm_loadu_ps(per_row.as_ptr())) }
+}
+
+/// Lane `4t + r` = `per_token[t]`.
+#[inline(always)]
+unsafe fn by_token(per_token: [f32; T]) -> __m512 {
+    // SAFETY: the caller guarantees AVX-512F.
+    unsafe {
+        let idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+        _mm512_permutexvar_ps(
+            idx,
+            _mm512_castps128_ps512(_mm_loadu_ps(per_token.as_ptr())),
+        )
+    }
+}
+
+impl KTile for Q4K {
+    type W = BlockQ4K;
+
+    #[inline(always)]
+    unsafe fn step(
+        wr: &[&[BlockQ4K]; T],
+        ya: &[&[BlockQ8K]; T],
+        sb: usize,
+        sumf: __m512,
+    ) -> __m512 {
+        let mut w = [&wr[0][sb]; T];
+        let mut y = [&ya[0][sb]; T];
+        for i in 1..T {
+            (w[i], y[i]) = (&wr[i][sb], &ya[i][sb]);
+        }
+        // SAFETY (whole body): the caller guarantees the CPU features; loads go through
+        // checked slices.
+        unsafe {
+            let m4 = _mm512_set1_epi8(0x0f);
+            let mut sm = [([0u8; 8], [0u8; 8]); T];
+            for r in 0..T {
+                sm[r] = unpack_scales_mins(&w[r].scales);
+            }
+            let mut acc = [_mm512_setzero_si512(); 16];
+            for j in 0..4 {
+                let mut q = [_mm512_setzero_si512(); T];
+                let mut s = [_mm512_setzero_si512(); T];
+                for r in 0..T {
+                    let q4 = ld32(&w[r].qs[32 * j..]);
+                    let q4 = _mm512_inserti64x4::<1>(
+                        _mm512_castsi256_si512(q4),
+                        _mm256_srli_epi16::<4>(q4),
+                    );
+                    q[r] = _mm512_and_si512(q4, m4);
+                    let (sc, _) = sm[r];
+                    s[r] = _mm512_inserti64x4::<1>(
+                        _mm512_castsi256_si512(_mm256_set1_epi16(sc[2 * j] as i16)),
+                        _mm256_set1_epi16(sc[2 * j + 1] as i16),
+                    );
+                }
+                for t in 0..T {
+                    let yv = ld64i(&y[t].qs[64 * j..]);
+                    for r in 0..T {
+                        let p = _mm512_maddubs_epi16(q[r], yv);
+                        acc[4 * t + r] = _mm512_dpwssd_epi32(acc[4 * t + r], p, s[r]);
+                    }
+                }
+            }
+            let isum = reduce16(acc);
+            // summs: lane 4t + r = Σ_g m[r][g] · (bsum[t][2g] + bsum[t][2g + 1]).
+            let mut pair_sums = [[0i16; 8]; T];
+            for (ps, y) in pair_sums.iter_mut().zip(&y) {
+                for (g, p) in ps.iter_mut().enumerate() {
+                    *p = (y.bsum(2 * g) + y.bsum(2 * g + 1)) as i16;
+                }
+            }
+            let ps = _mm512_loadu_si512(pair_sums.as_ptr().cast());
+            let mut prod = [_mm512_setzero_si512(); T];
+            for r in 0..T {
+                let mut m = [0i16; 8];
+                for (d, &v) in m.iter_mut().zip(&sm[r].1) {
+                    *d = v as i16;
+                }
+                prod[r] = _mm512_madd_epi16(
+                    _mm512_broadcast_i32x4(_mm_loadu_si128(m.as_ptr().cast())),
+                    ps,
+                );
+            }
+            let c0 = _mm512_add_epi32(
+                _mm512_unpacklo_epi32(prod[0], prod[1]),
+                _mm512_unpackhi_epi32(prod[0], prod[1]),
+            );
+            let c1 = _mm512_add_epi32(
+                _mm512_unpacklo_epi32(prod[2], prod[3]),
+                _mm512_unpackhi_epi32(prod[2], prod[3]),
+            );
+            let summs =
+                _mm512_add_epi32(_mm512_unpacklo_epi64(c0, c1), _mm512_unpackhi_epi64(c0, c1));
+            let (mut dx, mut dmx) = ([0f32; T], [0f32; T]);
+            for r in 0..T {
+                (dx[r], dmx[r]) = (f16(w[r].d), f16(w[r].dmin));
+            }
+            let mut ydv = [0f32; T];
+            for t in 0..T {
+                ydv[t] = y[t].d();
+            }
+            let yd = by_token(ydv);
+            let d = _mm512_mul_ps(by_row(dx), yd);
+            let dmin = _mm512_mul_ps(by_row(dmx), yd);
+            let term = _mm512_sub_ps(
+                _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)),
+                _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summs)),
+            );
+            _mm512_add_ps(sumf, term)
+        }
+    }
+}
+
+impl KTile for Q6K {
+    type W = BlockQ6K;
+
+    #[inline(always)]
+    unsafe fn step(
+        wr: &[&[BlockQ6K]; T],
+        ya: &[&[BlockQ8K]; T],
+        sb: usize,
+        sumf: __m512,
+    ) -> __m512 {
+        let mut w = [&wr[0][sb]; T];
+        let mut y = [&ya[0][sb]; T];
+        for i in 1..T {
+            (w[i], y[i]) = (&wr[i][sb], &ya[i][sb]);
+        }
+        // SAFETY (whole body): as in `Q4K::step`.
+        unsafe {
+            let m4 = _mm256_set1_epi8(0x0f);
+            let off = _mm512_set1_epi8(32);
+            let mut sc16 = [_mm512_setzero_si512(); T];
+            for r in 0..T {
+                let mut s = [0i16; 16];
+                for (d, &v) in s.iter_mut().zip(&w[r].scales) {
+                    *d = v as i16;
+                }
+                sc16[r] = _mm512_castsi256_si512(_mm256_loadu_si256(s.as_ptr().cast()));
+            }
+            let mut acc = [_mm512_setzero_si512(); 16];
+            for h in 0..2 {
+                for half in 0..2 {
+                    let c = 2 * h + half;
+                    let idx = _mm512_set_epi16(
+                        4 * c as i16 + 3,
+                        4 * c as i16 + 3,
+                        4 * c as i16 + 3,
+                        4 * c as i16 + 3,
+                        4 * c as i16 + 3,
+                        4 * c as i16 + 3,
+                        4 * c as i16 + 3,
+                        4 * c as i16 + 3,
+                        4 * c as i16 + 2,
+                        4 * c as i16 + 2,
+                        4 * c as i16 + 2,
+                        4 * c as i16 + 2,
+                        4 * c as i16 + 2,
+                        4 * c as i16 + 2,
+                        4 * c as i16 + 2,
+                        4 * c as i16 + 2,
+                        4 * c as i16 + 1,
+                        4 * c as i16 + 1,
+                        4 * c as i16 + 1,
+                        4 * c as i16 + 1,
+                        4 * c as i16 + 1,
+                        4 * c as i16 + 1,
+                        4 * c as i16 + 1,
+                        4 * c as i16 + 1,
+                        4 * c as i16,
+                        4 * c as i16,
+                        4 * c as i16,
+                        4 * c as i16,
+                        4 * c as i16,
+                        4 * c as i16,
+                        4 * c as i16,
+                        4 * c as i16,
+                    );
+                    let mut q = [_mm512_setzero_si512(); T];
+                    let mut s = [_mm512_setzero_si512(); T];
+                    for r in 0..T {
+                        let x = w[r];
+                        let qa = ld32(&x.ql[64 * h..]);
+                        let qb = ld32(&x.ql[64 * h + 32..]);
+                        let qh = ld32(&x.qh[32 * h..]);
+                        let (lo, hi) = if half == 0 {
+                            (
+                                _mm256_or_si256(_mm256_and_si256(qa, m4), high2(qh, 0)),
+                                _mm256_or_si256(_mm256_and_si256(qb, m4), high2(qh, 1)),
+                            )
+                        } else {
+                            (
+                                _mm256_or_si256(
+                                    _mm256_and_si256(_mm256_srli_epi16::<4>(qa), m4),
+                                    high2(qh, 2),
+                                ),
+                                _mm256_or_si256(
+                                    _mm256_and_si256(_mm256_srli_epi16::<4>(qb), m4),
+                                    high2(qh, 3),
+                                ),
+                            )
+                        };
+                        q[r] = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
+                        s[r] = _mm512_permutexvar_epi16(idx, sc16[r]);
+                    }
+                    for t in 0..T {
+                        let yv = ld64i(&y[t].qs[64 * c..]);
+                        // (q − 32)·y pair sums, exact in i16: |q − 32| ≤ 32.
+                        let y32 = _mm512_maddubs_epi16(off, yv);
+                        for r in 0..T {
+                            let p = _mm512_sub_epi16(_mm512_maddubs_epi16(q[r], yv), y32);
+                            acc[4 * t + r] = _mm512_dpwssd_epi32(acc[4 * t + r], p, s[r]);
+                        }
+                    }
+                }
+            }
+            let isum = reduce16(acc);
+            let mut dx = [0f32; T];
+            for r in 0..T {
+                dx[r] = f16(w[r].d);
+            }
+            let mut ydv = [0f32; T];
+            for t in 0..T {
+                ydv[t] = y[t].d();
+            }
+            let d = _mm512_mul_ps(by_row(dx), by_token(ydv));
+            _mm512_add_ps(sumf, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)))
+        }
+    }
+}
+
+/// Bit pair `s` of each byte of `qh`, moved to bits 4-5 (the high bits of a Q6_K quant).
+#[inline(always)]
+unsafe fn high2(qh: __m256i, s: i32) -> __m256i {
+    // SAFETY: the caller guarantees AVX2.
+    unsafe {
+        let shifted = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * s));
+        _mm256_slli_epi16::<4>(_mm256_and_si256(shifted, _mm256_set1_epi8(3)))
+    }
+}
