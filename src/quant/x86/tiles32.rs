@@ -22,7 +22,7 @@ pub(super) trait Block32 {
     /// The 32 quants of `b` as unsigned bytes (value plus the format's offset).
     ///
     /// # Safety
-    /// The CPU must support AVX2.
+    /// The CPU must support AVX-512 BW/VL (callers are the AVX-512 kernels).
     unsafe fn quants(b: &[u8]) -> __m256i;
 }
 
@@ -60,12 +60,10 @@ impl Block32 for Q5_0 {
     const OFFSET: bool = true;
     #[inline(always)]
     unsafe fn quants(b: &[u8]) -> __m256i {
-        // SAFETY: the caller guarantees AVX2.
+        // SAFETY: the caller guarantees AVX-512 BW/VL (the only callers are AVX-512 kernels).
         unsafe {
-            let hi = _mm256_and_si256(
-                bits_to_bytes_32([b[2], b[3], b[4], b[5]]),
-                _mm256_set1_epi8(0x10),
-            );
+            let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+            let hi = _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(0x10));
             _mm256_or_si256(nibbles_32(&b[6..22]), hi)
         }
     }
@@ -77,12 +75,10 @@ impl Block32 for Q5_1 {
     const OFFSET: bool = false;
     #[inline(always)]
     unsafe fn quants(b: &[u8]) -> __m256i {
-        // SAFETY: the caller guarantees AVX2.
+        // SAFETY: as for Q5_0.
         unsafe {
-            let hi = _mm256_and_si256(
-                bits_to_bytes_32([b[4], b[5], b[6], b[7]]),
-                _mm256_set1_epi8(0x10),
-            );
+            let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+            let hi = _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(0x10));
             _mm256_or_si256(nibbles_32(&b[8..24]), hi)
         }
     }
@@ -102,7 +98,7 @@ impl Block32 for Q8_0 {
 /// Weight rows per tile.
 const R: usize = 4;
 /// Token pairs per tile.
-const P: usize = 3;
+const P: usize = 4;
 
 /// The tile-kernel entry for format `B` (see `quant::gemm::gemm` for the contract).
 ///
@@ -135,6 +131,7 @@ pub(super) unsafe fn gemm<B: Block32>(
             };
             match (nr, np) {
                 (R, P) => tile::<B, R, P>(wt, row_bytes, acts, p0, &mut put),
+                (R, 3) => tile::<B, R, 3>(wt, row_bytes, acts, p0, &mut put),
                 (R, 2) => tile::<B, R, 2>(wt, row_bytes, acts, p0, &mut put),
                 (R, _) => tile::<B, R, 1>(wt, row_bytes, acts, p0, &mut put),
                 (_, _) => {
@@ -166,8 +163,22 @@ pub(super) unsafe fn tile<B: Block32, const NR: usize, const NP: usize>(
     put: &mut impl FnMut(usize, usize, usize, f32),
 ) {
     let nb = acts.n_blocks;
-    // SAFETY (whole body): the caller guarantees the CPU features; every load below is from a
-    // slice checked to hold the bytes it reads.
+    // Bounds are checked once here; the loop reads through raw pointers within them.
+    assert!(w.len() >= (NR - 1) * row_bytes + nb * B::BYTES && row_bytes >= nb * B::BYTES);
+    let slots = (pair0 + NP) * nb;
+    assert!(acts.qs.len() >= slots * PAIR_QS && acts.d.len() >= slots * PAIR_LANES);
+    assert!(!B::OFFSET || acts.corr.len() >= slots * PAIR_LANES);
+    assert!(!B::HAS_MIN || (nb > 0 && acts.s.len() >= (nb - 1) * acts.s_stride + 2 * pair0 + 8));
+    assert!(!B::HAS_MIN || acts.s_stride >= 2 * pair0 + 8);
+    let (wp, qp, dp, cp, sp) = (
+        w.as_ptr(),
+        acts.qs.as_ptr(),
+        acts.d.as_ptr(),
+        acts.corr.as_ptr(),
+        acts.s.as_ptr(),
+    );
+    // SAFETY (whole body): the caller guarantees the CPU features; every pointer below stays
+    // within the ranges asserted above.
     unsafe {
         let mut acc = [[_mm512_setzero_ps(); NP]; NR];
         let mut summs = [_mm256_setzero_ps(); NR];
@@ -176,7 +187,8 @@ pub(super) unsafe fn tile<B: Block32, const NR: usize, const NP: usize>(
             let mut dx = [0f32; NR];
             let mut mx = [0f32; NR];
             for r in 0..NR {
-                let blk = &w[r * row_bytes + b * B::BYTES..][..B::BYTES];
+                let blk =
+                    std::slice::from_raw_parts(wp.add(r * row_bytes + b * B::BYTES), B::BYTES);
                 let q = B::quants(blk);
                 wq[r] = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q), q);
                 dx[r] = f16([blk[0], blk[1]]);
@@ -186,10 +198,10 @@ pub(super) unsafe fn tile<B: Block32, const NR: usize, const NP: usize>(
             }
             for p in 0..NP {
                 let slot = (pair0 + p) * nb + b;
-                let y = ld64(&acts.qs[slot * PAIR_QS..][..PAIR_QS]);
-                let dy = ld16f(&acts.d[slot * PAIR_LANES..][..PAIR_LANES]);
+                let y = _mm512_loadu_si512(qp.add(slot * PAIR_QS).cast());
+                let dy = _mm512_loadu_ps(dp.add(slot * PAIR_LANES));
                 let c = if B::OFFSET {
-                    ld64(i32_bytes(&acts.corr[slot * PAIR_LANES..][..PAIR_LANES]))
+                    _mm512_loadu_si512(cp.add(slot * PAIR_LANES).cast())
                 } else {
                     _mm512_setzero_si512()
                 };
@@ -200,7 +212,7 @@ pub(super) unsafe fn tile<B: Block32, const NR: usize, const NP: usize>(
                 }
             }
             if B::HAS_MIN {
-                let sy = ld8f(&acts.s[b * acts.s_stride + 2 * pair0..][..8]);
+                let sy = _mm256_loadu_ps(sp.add(b * acts.s_stride + 2 * pair0));
                 for r in 0..NR {
                     summs[r] = _mm256_add_ps(summs[r], _mm256_mul_ps(_mm256_set1_ps(mx[r]), sy));
                 }
@@ -225,14 +237,6 @@ pub(super) unsafe fn ld64(s: &[u8]) -> __m512i {
     assert!(s.len() >= 64);
     // SAFETY: at least 64 readable bytes; unaligned load; the caller guarantees AVX-512F.
     unsafe { _mm512_loadu_si512(s.as_ptr().cast()) }
-}
-
-/// Sixteen f32 from the start of `s`.
-#[inline(always)]
-pub(super) unsafe fn ld16f(s: &[f32]) -> __m512 {
-    assert!(s.len() >= 16);
-    // SAFETY: at least 16 readable floats; unaligned load; the caller guarantees AVX-512F.
-    unsafe { _mm512_loadu_ps(s.as_ptr()) }
 }
 
 /// The bytes of an i32 slice.
