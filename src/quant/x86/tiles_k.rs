@@ -23,12 +23,26 @@ const T: usize = 4;
 /// One K-quant format's tile arithmetic.
 pub(super) trait KTile {
     type W: crate::quant::block::Block;
+    /// What a weight super-block's scalar fields unpack to, once per row tile rather than
+    /// once per token tile.
+    type Prep: Copy + Default;
+    /// Unpacks the scalar fields of one super-block.
+    ///
+    /// # Safety
+    /// The CPU must support F16C.
+    unsafe fn prepare(w: &Self::W) -> Self::Prep;
     /// Sixteen products of one super-block: lane `4t + r` of the result is the f32 term the
     /// scalar reference adds for row `r` and token `t`, combined with `sumf` in its order.
     ///
     /// # Safety
     /// The CPU must support AVX-512 F/BW/VL and VNNI.
-    unsafe fn step(w: &[&[Self::W]; T], y: &[&[BlockQ8K]; T], sb: usize, sumf: __m512) -> __m512;
+    unsafe fn step(
+        w: &[&[Self::W]; T],
+        prep: &[Self::Prep; T],
+        y: &[&[BlockQ8K]; T],
+        sb: usize,
+        sumf: __m512,
+    ) -> __m512;
 }
 
 pub(super) struct Q4K;
@@ -59,11 +73,18 @@ pub(super) unsafe fn gemm<K: KTile>(
     let a_row = |t: usize| &acts.raw[t * act_bytes..][..act_bytes];
     let full_r = rows / T * T;
     let full_t = t_begin + (t_end - t_begin) / T * T;
+    let mut prep = vec![[K::Prep::default(); T]; acts.n_blocks];
     for r0 in (0..full_r).step_by(T) {
         // (Plain loops throughout: closures and `array::map` in these kernels were not inlined.)
         let mut wr: [&[K::W]; T] = [&[]; T];
         for (i, x) in wr.iter_mut().enumerate() {
             *x = as_blocks(w_row(r0 + i));
+        }
+        for (sb, p) in prep.iter_mut().enumerate() {
+            for (r, p) in p.iter_mut().enumerate() {
+                // SAFETY: the caller guarantees the CPU features.
+                *p = unsafe { K::prepare(&wr[r][sb]) };
+            }
         }
         for t0 in (t_begin..full_t).step_by(T) {
             let mut ya: [&[BlockQ8K]; T] = [&[]; T];
@@ -71,9 +92,9 @@ pub(super) unsafe fn gemm<K: KTile>(
                 *y = as_blocks(a_row(t0 + i));
             }
             let mut sumf = _mm512_setzero_ps();
-            for sb in 0..acts.n_blocks {
+            for (sb, p) in prep.iter().enumerate() {
                 // SAFETY: the caller guarantees the CPU features.
-                sumf = unsafe { K::step(&wr, &ya, sb, sumf) };
+                sumf = unsafe { K::step(&wr, p, &ya, sb, sumf) };
             }
             let mut v = [0f32; 16];
             // SAFETY: 16 writable floats.
@@ -96,6 +117,27 @@ pub(super) unsafe fn gemm<K: KTile>(
             out[(t - t_begin) * t_stride + r * r_stride] = dot(w_row(r), a_row(t));
         }
     }
+}
+
+/// `acc + (pairs of i16 products of a and b)` as one `vpdpwssd`. The intrinsic is split by
+/// LLVM into `vpmaddwd` + `vpaddd` under generic tuning (it assumes the fused instruction is
+/// slow, which is not the case on the CPUs with AVX-512 VNNI); the split costs a vector ALU
+/// slot per product in the hottest loop here.
+#[inline]
+#[target_feature(enable = "avx512f,avx512vnni")]
+unsafe fn dpwssd(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+    let mut acc = acc;
+    // SAFETY: a register-only instruction; the caller guarantees AVX-512 VNNI.
+    unsafe {
+        std::arch::asm!(
+            "vpdpwssd {acc}, {a}, {b}",
+            acc = inout(zmm_reg) acc,
+            a = in(zmm_reg) a,
+            b = in(zmm_reg) b,
+            options(pure, nomem, nostack, preserves_flags),
+        );
+    }
+    acc
 }
 
 /// Sums the i32 lanes of each of sixteen vectors: lane `i` of the result is the sum of `v[i]`.
@@ -160,12 +202,35 @@ unsafe fn by_token(per_token: [f32; T]) -> __m512 {
     }
 }
 
+/// A Q4_K super-block's scales and minimums as i16, and its two f32 scales.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Q4KPrep {
+    sc: [i16; 8],
+    m: [i16; 8],
+    d: f32,
+    dmin: f32,
+}
+
 impl KTile for Q4K {
     type W = BlockQ4K;
+    type Prep = Q4KPrep;
+
+    #[inline(always)]
+    unsafe fn prepare(x: &BlockQ4K) -> Q4KPrep {
+        let (sc, m) = unpack_scales_mins(&x.scales);
+        let mut p = Q4KPrep::default();
+        for g in 0..8 {
+            (p.sc[g], p.m[g]) = (sc[g] as i16, m[g] as i16);
+        }
+        // SAFETY: the caller guarantees F16C.
+        unsafe { (p.d, p.dmin) = (f16(x.d), f16(x.dmin)) };
+        p
+    }
 
     #[inline(always)]
     unsafe fn step(
         wr: &[&[BlockQ4K]; T],
+        prep: &[Q4KPrep; T],
         ya: &[&[BlockQ8K]; T],
         sb: usize,
         sumf: __m512,
@@ -179,10 +244,6 @@ impl KTile for Q4K {
         // checked slices.
         unsafe {
             let m4 = _mm512_set1_epi8(0x0f);
-            let mut sm = [([0u8; 8], [0u8; 8]); T];
-            for r in 0..T {
-                sm[r] = unpack_scales_mins(&w[r].scales);
-            }
             let mut acc = [_mm512_setzero_si512(); 16];
             for j in 0..4 {
                 let mut q = [_mm512_setzero_si512(); T];
@@ -194,39 +255,32 @@ impl KTile for Q4K {
                         _mm256_srli_epi16::<4>(q4),
                     );
                     q[r] = _mm512_and_si512(q4, m4);
-                    let (sc, _) = sm[r];
+                    let sc = &prep[r].sc;
                     s[r] = _mm512_inserti64x4::<1>(
-                        _mm512_castsi256_si512(_mm256_set1_epi16(sc[2 * j] as i16)),
-                        _mm256_set1_epi16(sc[2 * j + 1] as i16),
+                        _mm512_castsi256_si512(_mm256_set1_epi16(sc[2 * j])),
+                        _mm256_set1_epi16(sc[2 * j + 1]),
                     );
                 }
                 for t in 0..T {
                     let yv = ld64i(&y[t].qs[64 * j..]);
                     for r in 0..T {
                         let p = _mm512_maddubs_epi16(q[r], yv);
-                        acc[4 * t + r] = _mm512_dpwssd_epi32(acc[4 * t + r], p, s[r]);
+                        acc[4 * t + r] = dpwssd(acc[4 * t + r], p, s[r]);
                     }
                 }
             }
             let isum = reduce16(acc);
             // summs: lane 4t + r = Σ_g m[r][g] · (bsum[t][2g] + bsum[t][2g + 1]).
-            let mut pair_sums = [[0i16; 8]; T];
-            for (ps, y) in pair_sums.iter_mut().zip(&y) {
-                for (g, p) in ps.iter_mut().enumerate() {
-                    *p = (y.bsum(2 * g) + y.bsum(2 * g + 1)) as i16;
-                }
-            }
-            let ps = _mm512_loadu_si512(pair_sums.as_ptr().cast());
+            // Per token, the eight pair sums of its sixteen bsums as i16 (|sum| ≤ 4096), one
+            // 128-bit lane each.
+            let ps = _mm512_castsi128_si512(bsum_pairs(y[0]));
+            let ps = _mm512_inserti32x4::<1>(ps, bsum_pairs(y[1]));
+            let ps = _mm512_inserti32x4::<2>(ps, bsum_pairs(y[2]));
+            let ps = _mm512_inserti32x4::<3>(ps, bsum_pairs(y[3]));
             let mut prod = [_mm512_setzero_si512(); T];
             for r in 0..T {
-                let mut m = [0i16; 8];
-                for (d, &v) in m.iter_mut().zip(&sm[r].1) {
-                    *d = v as i16;
-                }
-                prod[r] = _mm512_madd_epi16(
-                    _mm512_broadcast_i32x4(_mm_loadu_si128(m.as_ptr().cast())),
-                    ps,
-                );
+                let m = _mm_loadu_si128(prep[r].m.as_ptr().cast());
+                prod[r] = _mm512_madd_epi16(_mm512_broadcast_i32x4(m), ps);
             }
             let c0 = _mm512_add_epi32(
                 _mm512_unpacklo_epi32(prod[0], prod[1]),
@@ -240,7 +294,7 @@ impl KTile for Q4K {
                 _mm512_add_epi32(_mm512_unpacklo_epi64(c0, c1), _mm512_unpackhi_epi64(c0, c1));
             let (mut dx, mut dmx) = ([0f32; T], [0f32; T]);
             for r in 0..T {
-                (dx[r], dmx[r]) = (f16(w[r].d), f16(w[r].dmin));
+                (dx[r], dmx[r]) = (prep[r].d, prep[r].dmin);
             }
             let mut ydv = [0f32; T];
             for t in 0..T {
@@ -258,12 +312,32 @@ impl KTile for Q4K {
     }
 }
 
+/// A Q6_K super-block's sixteen scales as i16 and its f32 scale.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Q6KPrep {
+    sc: [i16; 16],
+    d: f32,
+}
+
 impl KTile for Q6K {
     type W = BlockQ6K;
+    type Prep = Q6KPrep;
+
+    #[inline(always)]
+    unsafe fn prepare(x: &BlockQ6K) -> Q6KPrep {
+        let mut p = Q6KPrep::default();
+        for (d, &v) in p.sc.iter_mut().zip(&x.scales) {
+            *d = v as i16;
+        }
+        // SAFETY: the caller guarantees F16C.
+        unsafe { p.d = f16(x.d) };
+        p
+    }
 
     #[inline(always)]
     unsafe fn step(
         wr: &[&[BlockQ6K]; T],
+        prep: &[Q6KPrep; T],
         ya: &[&[BlockQ8K]; T],
         sb: usize,
         sumf: __m512,
@@ -279,11 +353,7 @@ impl KTile for Q6K {
             let off = _mm512_set1_epi8(32);
             let mut sc16 = [_mm512_setzero_si512(); T];
             for r in 0..T {
-                let mut s = [0i16; 16];
-                for (d, &v) in s.iter_mut().zip(&w[r].scales) {
-                    *d = v as i16;
-                }
-                sc16[r] = _mm512_castsi256_si512(_mm256_loadu_si256(s.as_ptr().cast()));
+                sc16[r] = _mm512_castsi256_si512(_mm256_loadu_si256(prep[r].sc.as_ptr().cast()));
             }
             let mut acc = [_mm512_setzero_si512(); 16];
             for h in 0..2 {
@@ -356,7 +426,7 @@ impl KTile for Q6K {
                         let y32 = _mm512_maddubs_epi16(off, yv);
                         for r in 0..T {
                             let p = _mm512_sub_epi16(_mm512_maddubs_epi16(q[r], yv), y32);
-                            acc[4 * t + r] = _mm512_dpwssd_epi32(acc[4 * t + r], p, s[r]);
+                            acc[4 * t + r] = dpwssd(acc[4 * t + r], p, s[r]);
                         }
                     }
                 }
@@ -364,7 +434,7 @@ impl KTile for Q6K {
             let isum = reduce16(acc);
             let mut dx = [0f32; T];
             for r in 0..T {
-                dx[r] = f16(w[r].d);
+                dx[r] = prep[r].d;
             }
             let mut ydv = [0f32; T];
             for t in 0..T {
@@ -374,6 +444,15 @@ impl KTile for Q6K {
             _mm512_add_ps(sumf, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)))
         }
     }
+}
+
+/// The eight sums of adjacent pairs of `y`'s sixteen bsums, as i16 (each |sum| ≤ 4096).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+unsafe fn bsum_pairs(y: &BlockQ8K) -> __m128i {
+    // SAFETY: `bsums` is 32 readable bytes; the caller guarantees the CPU features.
+    let b = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
+    _mm256_cvtepi32_epi16(_mm256_madd_epi16(b, _mm256_set1_epi16(1)))
 }
 
 /// Bit pair `s` of each byte of `qh`, moved to bits 4-5 (the high bits of a Q6_K quant).
