@@ -105,11 +105,9 @@ pub fn matmul(w: &QMat, x: &[f32], n: usize, out: &mut [f32]) {
             let nt = o.len() / w.rows;
             let acts = &qx[i * block * act_row..][..nt * act_row];
             let mut col = vec![0f32; nt];
-            let mut scales = vec![0f32; nt * quant::act_scales_len(w.ty, w.cols)];
-            quant::prepare_act_scales(w.ty, w.cols, acts, act_row, &mut scales);
             for r in 0..w.rows {
                 let wr = w.row(r);
-                quant::vec_dot_rows_scaled(w.ty, w.cols, wr, acts, act_row, &scales, &mut col);
+                quant::vec_dot_rows(w.ty, w.cols, wr, acts, act_row, &mut col);
                 for (t, v) in col.iter().enumerate() {
                     o[t * w.rows + r] = *v;
                 }

@@ -15,18 +15,6 @@ pub(crate) type VecDotFn = fn(w: &[u8], a: &[u8]) -> f32;
 /// `stride` bytes apart (lengths already checked); must give [`VecDotFn`]'s bits per row.
 pub(crate) type VecDotRowsFn =
     fn(w: &[u8], acts: &[u8], stride: usize, row_bytes: usize, out: &mut [f32]);
-/// As [`VecDotRowsFn`], with the activation rows' block scales prepared as f32 (`scales`, one
-/// row of `scales_stride` floats per activation row; see `quant::prepare_act_scales`); must give
-/// [`VecDotFn`]'s bits per row.
-pub(crate) type VecDotRowsScaledFn = fn(
-    w: &[u8],
-    acts: &[u8],
-    stride: usize,
-    row_bytes: usize,
-    scales: &[f32],
-    scales_stride: usize,
-    out: &mut [f32],
-);
 /// Tile product of weight rows with packed activations (see `quant::gemm::gemm`; lengths
 /// already checked).
 pub(crate) type GemmFn = fn(
@@ -58,9 +46,6 @@ pub(crate) struct Kernels {
     /// Multi-row variants, where a kernel reuses each decoded weight block; `None` means loop
     /// over `vec_dot`.
     pub vec_dot_rows: [Option<VecDotRowsFn>; N_TYPES],
-    /// Multi-row variants reading prepared activation scales; `None` means no preparation
-    /// pays off for the type and [`Kernels::vec_dot_rows`] is used.
-    pub vec_dot_rows_scaled: [Option<VecDotRowsScaledFn>; N_TYPES],
     /// Tile kernels over packed activations (`quant::gemm`); `None` where the variant has none.
     pub gemm: [Option<GemmFn>; N_TYPES],
     /// Matrix-vector kernels over a packed token; `None` where the variant has none.
@@ -151,7 +136,6 @@ pub(crate) fn scalar() -> Kernels {
         name: "scalar",
         vec_dot: [None; N_TYPES],
         vec_dot_rows: [None; N_TYPES],
-        vec_dot_rows_scaled: [None; N_TYPES],
         gemm: [None; N_TYPES],
         matvec: [None; N_TYPES],
         quantize: [None; N_TYPES],

@@ -174,69 +174,6 @@ pub fn vec_dot_rows(
     }
 }
 
-/// Floats of prepared activation scales per activation row for [`vec_dot_rows_scaled`] with
-/// weights of `ty`, `n` elements per row; 0 when the kernels in use read the scales from the
-/// activation blocks themselves (then nothing needs preparing).
-pub fn act_scales_len(ty: GgmlType, n: usize) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    if dispatch::kernels().vec_dot_rows_scaled[dispatch::slot(ty)].is_some() {
-        return n.div_ceil(2 * ty.vec_dot_type().block_elems()) * x86::SCALES_PER_PAIR;
-    }
-    let _ = (ty, n);
-    0
-}
-
-/// Prepares the scales of `out.len() / act_scales_len(ty, n)` activation rows (`stride` bytes
-/// apart in `acts`, quantized to `ty.vec_dot_type()`) for [`vec_dot_rows_scaled`]: a batched
-/// matmul converts them once instead of once per weight row.
-pub fn prepare_act_scales(ty: GgmlType, n: usize, acts: &[u8], stride: usize, out: &mut [f32]) {
-    let len = act_scales_len(ty, n);
-    if len == 0 {
-        return;
-    }
-    let at = ty.vec_dot_type();
-    let row_bytes = at.bytes_for(n as u64).expect("n is whole blocks") as usize;
-    #[cfg(target_arch = "x86_64")]
-    for (i, o) in out.chunks_exact_mut(len).enumerate() {
-        x86::prepare_scales(&acts[i * stride..][..row_bytes], at.block_bytes(), o);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (acts, stride, out, row_bytes);
-}
-
-/// As [`vec_dot_rows`], with the activation rows' scales prepared by [`prepare_act_scales`]
-/// (`scales`, [`act_scales_len`] floats per row); gives [`vec_dot_rows`]'s bits. Falls back to
-/// it when the type has no such kernel.
-pub fn vec_dot_rows_scaled(
-    ty: GgmlType,
-    n: usize,
-    w: &[u8],
-    acts: &[u8],
-    act_stride: usize,
-    scales: &[f32],
-    out: &mut [f32],
-) {
-    let len = act_scales_len(ty, n);
-    let f = dispatch::kernels().vec_dot_rows_scaled[dispatch::slot(ty)];
-    let (Some(f), true) = (f, len > 0) else {
-        return vec_dot_rows(ty, n, w, acts, act_stride, out);
-    };
-    let row_bytes = check_dot_lengths(ty, n, w, 0, 0);
-    if out.is_empty() {
-        return;
-    }
-    assert!(act_stride >= row_bytes, "vec_dot_rows_scaled: stride");
-    assert!(
-        acts.len() >= (out.len() - 1) * act_stride + row_bytes,
-        "vec_dot_rows_scaled: activation bytes"
-    );
-    assert!(
-        scales.len() >= out.len() * len,
-        "vec_dot_rows_scaled: scales"
-    );
-    f(w, acts, act_stride, row_bytes, scales, len, out)
-}
-
 fn dot_fn(ty: GgmlType) -> dispatch::VecDotFn {
     dispatch::kernels().vec_dot[dispatch::slot(ty)]
         .unwrap_or_else(|| panic!("vec_dot: {ty} is not a weight type with a dot product"))

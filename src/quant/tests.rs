@@ -427,45 +427,6 @@ fn vec_dot_rejects_wrong_lengths() {
     vec_dot(GgmlType::Q4_0, 64, &w, &a);
 }
 
-/// Kernels reading prepared activation scales give each row the single-row kernel's bits, for
-/// every variant that has them, odd block counts (a half-empty last pair) included.
-#[cfg(target_arch = "x86_64")]
-#[test]
-fn vec_dot_rows_scaled_equals_vec_dot() {
-    use super::x86::{prepare_scales, SCALES_PER_PAIR};
-    let mut rng = Rng(7);
-    for k in dispatch::available() {
-        for ty in weight_types() {
-            let Some(f) = k.vec_dot_rows_scaled[slot(ty)] else {
-                continue;
-            };
-            for n in [32usize, 96, 512] {
-                let at = ty.vec_dot_type();
-                let row = at.bytes_for(n as u64).unwrap() as usize;
-                let stride = row + 3;
-                let len = n.div_ceil(2 * at.block_elems()) * SCALES_PER_PAIR;
-                let w = random_weights(ty, n, &mut rng);
-                let mut acts = vec![0u8; stride * 9];
-                let mut scales = vec![0f32; len * 9];
-                for r in 0..9 {
-                    let (_, a) = random_activations(at, n, &mut rng);
-                    acts[r * stride..r * stride + row].copy_from_slice(&a);
-                    prepare_scales(&a, at.block_bytes(), &mut scales[r * len..(r + 1) * len]);
-                }
-                let single = k.vec_dot[slot(ty)].unwrap();
-                for rows in [1, 4, 9] {
-                    let mut out = vec![0f32; rows];
-                    f(&w, &acts, stride, row, &scales, len, &mut out);
-                    for (r, o) in out.iter().enumerate() {
-                        let want = single(&w, &acts[r * stride..][..row]);
-                        assert_eq!(o.to_bits(), want.to_bits(), "{} {ty} n={n} row {r}", k.name);
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// Tile kernels give every (weight row, token) the single-row kernel's bits, for every
 /// variant that has them: odd token counts (a padded last pair), row counts off the tile size,
 /// sub-ranges of pairs and transposed output strides.

@@ -1,19 +1,13 @@
 //! x86-64 SIMD kernels and the tables that install them. `avx2` needs AVX2, FMA and F16C;
-//! `avx512` additionally needs AVX-512 F/BW/VL and VNNI and replaces the 32-element formats'
-//! integer multiply-accumulate with `vpdpbusd`. Detection happens here, at run time, never from
-//! compile-time target features.
+//! `avx512` additionally needs AVX-512 F/BW/VL and VNNI and adds 512-bit K-quant dot products,
+//! tile kernels for batches (`tiles32.rs`, `tiles_k.rs`) and matrix-vector kernels
+//! (`matvec32.rs`). Detection happens here, at run time, never from compile-time target
+//! features.
 
 mod common;
 mod k_quants;
 mod k_quants512;
 mod legacy;
-// 512-bit VNNI kernels for the 32-element formats: faster for prefill, but their float order is
-// not llama.cpp's, and SmolLM2 (Q4_1) is chaotic enough that only llama.cpp's order reproduces
-// it; they are kept, uninstalled, until a prefill kernel with that order replaces them.
-#[allow(dead_code)]
-mod legacy512;
-
-pub(super) use legacy512::{prepare_scales, SCALES_PER_PAIR};
 mod matvec32;
 mod quantize;
 mod tiles32;
@@ -66,52 +60,6 @@ unsafe fn by_rows<W: Block, A: Block>(
         // SAFETY: the caller guarantees the CPU features.
         *o = unsafe { k1(w, [act(done + i)]) }[0];
     }
-}
-
-/// As [`by_rows`], for kernels that read prepared activation scales.
-///
-/// # Safety
-/// The CPU must support the target features of `k1` and `kn`.
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
-#[allow(dead_code)]
-unsafe fn by_rows_scaled<W: Block, A: Block>(
-    k1: unsafe fn(&[W], [&[A]; 1], [&[f32]; 1]) -> [f32; 1],
-    kn: unsafe fn(&[W], [&[A]; ROWS], [&[f32]; ROWS]) -> [f32; ROWS],
-    w: &[u8],
-    acts: &[u8],
-    stride: usize,
-    row_bytes: usize,
-    scales: &[f32],
-    scales_stride: usize,
-    out: &mut [f32],
-) {
-    let w = as_blocks::<W>(w);
-    let act = |i: usize| as_blocks::<A>(&acts[i * stride..i * stride + row_bytes]);
-    let sc = |i: usize| &scales[i * scales_stride..(i + 1) * scales_stride];
-    let done = out.len() / ROWS * ROWS;
-    let mut chunks = out.chunks_exact_mut(ROWS);
-    for (c, o) in chunks.by_ref().enumerate() {
-        let rows: [usize; ROWS] = std::array::from_fn(|r| c * ROWS + r);
-        // SAFETY: the caller guarantees the CPU features.
-        o.copy_from_slice(&unsafe { kn(w, rows.map(act), rows.map(sc)) });
-    }
-    for (i, o) in chunks.into_remainder().iter_mut().enumerate() {
-        // SAFETY: the caller guarantees the CPU features.
-        *o = unsafe { k1(w, [act(done + i)], [sc(done + i)]) }[0];
-    }
-}
-
-/// Installs a kernel `$f::<R>` reading prepared activation scales as the scaled multi-row entry.
-/// Only for use after the features of `$f` were detected.
-#[allow(unused_macros)]
-macro_rules! install_scaled {
-    ($k:ident, $ty:expr, $f:path) => {{
-        // SAFETY: as in `install!`.
-        $k.vec_dot_rows_scaled[slot($ty)] =
-            Some(|w, acts, stride, row_bytes, sc, sc_stride, out| unsafe {
-                by_rows_scaled($f, $f, w, acts, stride, row_bytes, sc, sc_stride, out)
-            });
-    }};
 }
 
 /// Installs a multi-row kernel `$f::<R>` as both the single-row and the multi-row entry.
