@@ -139,7 +139,8 @@ fn tiled(w: &QMat, qx: &[u8], n: usize, out: &mut [f32]) {
     if pairs >= MIN_PAIRS_PER_TASK * threads {
         let block = pairs
             .div_ceil(threads * 4)
-            .clamp(MIN_PAIRS_PER_TASK, MAX_PAIRS_PER_TASK);
+            .clamp(MIN_PAIRS_PER_TASK, MAX_PAIRS_PER_TASK)
+            .next_multiple_of(packed.pair_align());
         pool.for_each_chunk(out, 2 * block * w.rows, |i, o| {
             let p0 = i * block;
             let p1 = (p0 + block).min(pairs);

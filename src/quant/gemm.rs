@@ -21,12 +21,16 @@ use super::block::{as_blocks, f16_to_f32};
 use super::dispatch;
 use super::q8_0::BlockQ8_0;
 use super::q8_1::BlockQ8_1;
+use super::q8_k::BlockQ8K;
 use super::GgmlType;
 
 /// Bytes of one token pair's quants for one block.
 pub(crate) const PAIR_QS: usize = 64;
 /// Lanes (f32 or i32) of one token pair's scales or corrections for one block.
 pub(crate) const PAIR_LANES: usize = 16;
+/// Tokens per group in the token-across-lanes layout (`tq`).
+pub(crate) const TOKEN_GROUP: usize = 16;
+
 /// Floats of slack after each block's `s` row, so kernels can read whole vectors.
 const S_SLACK: usize = 16;
 
@@ -45,6 +49,12 @@ pub struct PackedActs {
     /// K-quant partners (Q8_K): the quantized rows as they are, `raw_stride` bytes each.
     pub(crate) raw: Vec<u8>,
     pub(crate) raw_stride: usize,
+    /// Q4_K partners: tokens in groups of [`TOKEN_GROUP`], per super-block and per four quants
+    /// the group's sixteen four-byte pieces side by side (`tq`), the tokens' scales (`td`) and
+    /// the sums of their bsum pairs as i32 (`tps`, eight per super-block).
+    pub(crate) tq: Vec<u8>,
+    pub(crate) td: Vec<f32>,
+    pub(crate) tps: Vec<i32>,
 }
 
 impl PackedActs {
@@ -56,6 +66,15 @@ impl PackedActs {
     /// Tokens held.
     pub fn n_tokens(&self) -> usize {
         self.n_tokens
+    }
+
+    /// Pair ranges handed to [`gemm`] should start at multiples of this (token groups).
+    pub fn pair_align(&self) -> usize {
+        if self.tq.is_empty() {
+            1
+        } else {
+            TOKEN_GROUP / 2
+        }
     }
 }
 
@@ -84,7 +103,7 @@ pub fn pack_acts(ty: GgmlType, n: usize, acts: &[u8], n_tokens: usize) -> Packed
     if at == GgmlType::Q8K {
         let stride = at.bytes_for(n as u64).expect("whole super-blocks") as usize;
         assert_eq!(acts.len(), stride * n_tokens, "pack_acts: activation bytes");
-        return PackedActs {
+        let mut p = PackedActs {
             ty,
             n_blocks: n / at.block_elems(),
             n_tokens,
@@ -95,7 +114,14 @@ pub fn pack_acts(ty: GgmlType, n: usize, acts: &[u8], n_tokens: usize) -> Packed
             s: Vec::new(),
             raw: acts.to_vec(),
             raw_stride: stride,
+            tq: Vec::new(),
+            td: Vec::new(),
+            tps: Vec::new(),
         };
+        if ty == GgmlType::Q4K && has_gemm(ty) {
+            p.pack_token_groups();
+        }
+        return p;
     }
     assert!(
         matches!(at, GgmlType::Q8_0 | GgmlType::Q8_1) && n.is_multiple_of(32),
@@ -130,6 +156,9 @@ pub fn pack_acts(ty: GgmlType, n: usize, acts: &[u8], n_tokens: usize) -> Packed
         },
         raw: Vec::new(),
         raw_stride: 0,
+        tq: Vec::new(),
+        td: Vec::new(),
+        tps: Vec::new(),
     };
     for (t, row) in acts.chunks_exact(row_bytes).enumerate() {
         let (pair, half) = (t / 2, t % 2);
@@ -157,6 +186,36 @@ pub fn pack_acts(ty: GgmlType, n: usize, acts: &[u8], n_tokens: usize) -> Packed
         }
     }
     p
+}
+
+impl PackedActs {
+    /// Builds `tq`, `td` and `tps` from the Q8_K rows in `raw` (see the field docs).
+    fn pack_token_groups(&mut self) {
+        let nsb = self.n_blocks;
+        let groups = self.n_tokens.div_ceil(TOKEN_GROUP);
+        self.tq = vec![0; groups * nsb * 256 * TOKEN_GROUP];
+        self.td = vec![0.0; groups * nsb * TOKEN_GROUP];
+        self.tps = vec![0; groups * nsb * 8 * TOKEN_GROUP];
+        for t in 0..self.n_tokens {
+            let row = &self.raw[t * self.raw_stride..][..self.raw_stride];
+            let (g, lane) = (t / TOKEN_GROUP, t % TOKEN_GROUP);
+            for (sb, y) in as_blocks::<BlockQ8K>(row).iter().enumerate() {
+                let slot = g * nsb + sb;
+                let base = slot * 256 * TOKEN_GROUP + 4 * lane;
+                for (k, four) in y.qs.chunks_exact(4).enumerate() {
+                    let at = base + k * 4 * TOKEN_GROUP;
+                    for (dst, &v) in self.tq[at..at + 4].iter_mut().zip(four) {
+                        *dst = v as u8;
+                    }
+                }
+                self.td[slot * TOKEN_GROUP + lane] = y.d();
+                for grp in 0..8 {
+                    self.tps[(slot * 8 + grp) * TOKEN_GROUP + lane] =
+                        y.bsum(2 * grp) + y.bsum(2 * grp + 1);
+                }
+            }
+        }
+    }
 }
 
 /// Packs one activation row for [`matvec`]: the token in both halves of pair 0.

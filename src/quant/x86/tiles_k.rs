@@ -1,4 +1,5 @@
-//! AVX-512 VNNI tile kernels for Q4_K and Q6_K against Q8_K activations: 4 weight rows × 4
+//! AVX-512 VNNI tile kernels for Q6_K against Q8_K activations (Q4_K has its own, with tokens
+//! across the lanes: `tiles_q4k.rs`): 4 weight rows × 4
 //! tokens per tile. Per super-block, every weight chunk of 64 quants is decoded once and meets
 //! each token's chunk in `vpmaddubsw` (exact i16 pair sums) and `vpdpwssd` (times the group
 //! scales, into i32 lanes); the sixteen products' lanes are then summed by one transposing
@@ -13,7 +14,6 @@ use std::ops::Range;
 use super::common::*;
 use crate::quant::block::as_blocks;
 use crate::quant::gemm::PackedActs;
-use crate::quant::q4_k::{unpack_scales_mins, BlockQ4K};
 use crate::quant::q6_k::BlockQ6K;
 use crate::quant::q8_k::BlockQ8K;
 
@@ -45,7 +45,6 @@ pub(super) trait KTile {
     ) -> __m512;
 }
 
-pub(super) struct Q4K;
 pub(super) struct Q6K;
 
 /// The tile-kernel entry for K-quant format `K` (see `quant::gemm::gemm` for the contract);
@@ -202,116 +201,6 @@ unsafe fn by_token(per_token: [f32; T]) -> __m512 {
     }
 }
 
-/// A Q4_K super-block's scales and minimums as i16, and its two f32 scales.
-#[derive(Clone, Copy, Default)]
-pub(super) struct Q4KPrep {
-    sc: [i16; 8],
-    m: [i16; 8],
-    d: f32,
-    dmin: f32,
-}
-
-impl KTile for Q4K {
-    type W = BlockQ4K;
-    type Prep = Q4KPrep;
-
-    #[inline(always)]
-    unsafe fn prepare(x: &BlockQ4K) -> Q4KPrep {
-        let (sc, m) = unpack_scales_mins(&x.scales);
-        let mut p = Q4KPrep::default();
-        for g in 0..8 {
-            (p.sc[g], p.m[g]) = (sc[g] as i16, m[g] as i16);
-        }
-        // SAFETY: the caller guarantees F16C.
-        unsafe { (p.d, p.dmin) = (f16(x.d), f16(x.dmin)) };
-        p
-    }
-
-    #[inline(always)]
-    unsafe fn step(
-        wr: &[&[BlockQ4K]; T],
-        prep: &[Q4KPrep; T],
-        ya: &[&[BlockQ8K]; T],
-        sb: usize,
-        sumf: __m512,
-    ) -> __m512 {
-        let mut w = [&wr[0][sb]; T];
-        let mut y = [&ya[0][sb]; T];
-        for i in 1..T {
-            (w[i], y[i]) = (&wr[i][sb], &ya[i][sb]);
-        }
-        // SAFETY (whole body): the caller guarantees the CPU features; loads go through
-        // checked slices.
-        unsafe {
-            let m4 = _mm512_set1_epi8(0x0f);
-            let mut acc = [_mm512_setzero_si512(); 16];
-            for j in 0..4 {
-                let mut q = [_mm512_setzero_si512(); T];
-                let mut s = [_mm512_setzero_si512(); T];
-                for r in 0..T {
-                    let q4 = ld32(&w[r].qs[32 * j..]);
-                    let q4 = _mm512_inserti64x4::<1>(
-                        _mm512_castsi256_si512(q4),
-                        _mm256_srli_epi16::<4>(q4),
-                    );
-                    q[r] = _mm512_and_si512(q4, m4);
-                    let sc = &prep[r].sc;
-                    s[r] = _mm512_inserti64x4::<1>(
-                        _mm512_castsi256_si512(_mm256_set1_epi16(sc[2 * j])),
-                        _mm256_set1_epi16(sc[2 * j + 1]),
-                    );
-                }
-                for t in 0..T {
-                    let yv = ld64i(&y[t].qs[64 * j..]);
-                    for r in 0..T {
-                        let p = _mm512_maddubs_epi16(q[r], yv);
-                        acc[4 * t + r] = dpwssd(acc[4 * t + r], p, s[r]);
-                    }
-                }
-            }
-            let isum = reduce16(acc);
-            // summs: lane 4t + r = Σ_g m[r][g] · (bsum[t][2g] + bsum[t][2g + 1]).
-            // Per token, the eight pair sums of its sixteen bsums as i16 (|sum| ≤ 4096), one
-            // 128-bit lane each.
-            let ps = _mm512_castsi128_si512(bsum_pairs(y[0]));
-            let ps = _mm512_inserti32x4::<1>(ps, bsum_pairs(y[1]));
-            let ps = _mm512_inserti32x4::<2>(ps, bsum_pairs(y[2]));
-            let ps = _mm512_inserti32x4::<3>(ps, bsum_pairs(y[3]));
-            let mut prod = [_mm512_setzero_si512(); T];
-            for r in 0..T {
-                let m = _mm_loadu_si128(prep[r].m.as_ptr().cast());
-                prod[r] = _mm512_madd_epi16(_mm512_broadcast_i32x4(m), ps);
-            }
-            let c0 = _mm512_add_epi32(
-                _mm512_unpacklo_epi32(prod[0], prod[1]),
-                _mm512_unpackhi_epi32(prod[0], prod[1]),
-            );
-            let c1 = _mm512_add_epi32(
-                _mm512_unpacklo_epi32(prod[2], prod[3]),
-                _mm512_unpackhi_epi32(prod[2], prod[3]),
-            );
-            let summs =
-                _mm512_add_epi32(_mm512_unpacklo_epi64(c0, c1), _mm512_unpackhi_epi64(c0, c1));
-            let (mut dx, mut dmx) = ([0f32; T], [0f32; T]);
-            for r in 0..T {
-                (dx[r], dmx[r]) = (prep[r].d, prep[r].dmin);
-            }
-            let mut ydv = [0f32; T];
-            for t in 0..T {
-                ydv[t] = y[t].d();
-            }
-            let yd = by_token(ydv);
-            let d = _mm512_mul_ps(by_row(dx), yd);
-            let dmin = _mm512_mul_ps(by_row(dmx), yd);
-            let term = _mm512_sub_ps(
-                _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)),
-                _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summs)),
-            );
-            _mm512_add_ps(sumf, term)
-        }
-    }
-}
-
 /// A Q6_K super-block's sixteen scales as i16 and its f32 scale.
 #[derive(Clone, Copy, Default)]
 pub(super) struct Q6KPrep {
@@ -444,15 +333,6 @@ impl KTile for Q6K {
             _mm512_add_ps(sumf, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)))
         }
     }
-}
-
-/// The eight sums of adjacent pairs of `y`'s sixteen bsums, as i16 (each |sum| ≤ 4096).
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
-unsafe fn bsum_pairs(y: &BlockQ8K) -> __m128i {
-    // SAFETY: `bsums` is 32 readable bytes; the caller guarantees the CPU features.
-    let b = unsafe { _mm256_loadu_si256(y.bsums.as_ptr().cast()) };
-    _mm256_cvtepi32_epi16(_mm256_madd_epi16(b, _mm256_set1_epi16(1)))
 }
 
 /// Bit pair `s` of each byte of `qh`, moved to bits 4-5 (the high bits of a Q6_K quant).
