@@ -55,6 +55,9 @@ pub struct PackedActs {
     pub(crate) tq: Vec<u8>,
     pub(crate) td: Vec<f32>,
     pub(crate) tps: Vec<i32>,
+    /// Q6_K partners: 32 times each bsum (sum of 16 quants) as i32, sixteen per super-block,
+    /// tokens side by side as in `tq`.
+    pub(crate) tbs: Vec<i32>,
 }
 
 impl PackedActs {
@@ -117,8 +120,9 @@ pub fn pack_acts(ty: GgmlType, n: usize, acts: &[u8], n_tokens: usize) -> Packed
             tq: Vec::new(),
             td: Vec::new(),
             tps: Vec::new(),
+            tbs: Vec::new(),
         };
-        if ty == GgmlType::Q4K && has_gemm(ty) {
+        if matches!(ty, GgmlType::Q4K | GgmlType::Q6K) && has_gemm(ty) {
             p.pack_token_groups();
         }
         return p;
@@ -159,6 +163,7 @@ pub fn pack_acts(ty: GgmlType, n: usize, acts: &[u8], n_tokens: usize) -> Packed
         tq: Vec::new(),
         td: Vec::new(),
         tps: Vec::new(),
+        tbs: Vec::new(),
     };
     for (t, row) in acts.chunks_exact(row_bytes).enumerate() {
         let (pair, half) = (t / 2, t % 2);
@@ -189,13 +194,18 @@ pub fn pack_acts(ty: GgmlType, n: usize, acts: &[u8], n_tokens: usize) -> Packed
 }
 
 impl PackedActs {
-    /// Builds `tq`, `td` and `tps` from the Q8_K rows in `raw` (see the field docs).
+    /// Builds `tq`, `td` and `tps` (Q4_K) or `tbs` (Q6_K) from the Q8_K rows in `raw` (see the field docs).
     fn pack_token_groups(&mut self) {
         let nsb = self.n_blocks;
         let groups = self.n_tokens.div_ceil(TOKEN_GROUP);
         self.tq = vec![0; groups * nsb * 256 * TOKEN_GROUP];
         self.td = vec![0.0; groups * nsb * TOKEN_GROUP];
-        self.tps = vec![0; groups * nsb * 8 * TOKEN_GROUP];
+        let q4k = self.ty == GgmlType::Q4K;
+        if q4k {
+            self.tps = vec![0; groups * nsb * 8 * TOKEN_GROUP];
+        } else {
+            self.tbs = vec![0; groups * nsb * 16 * TOKEN_GROUP];
+        }
         for t in 0..self.n_tokens {
             let row = &self.raw[t * self.raw_stride..][..self.raw_stride];
             let (g, lane) = (t / TOKEN_GROUP, t % TOKEN_GROUP);
@@ -209,9 +219,15 @@ impl PackedActs {
                     }
                 }
                 self.td[slot * TOKEN_GROUP + lane] = y.d();
-                for grp in 0..8 {
-                    self.tps[(slot * 8 + grp) * TOKEN_GROUP + lane] =
-                        y.bsum(2 * grp) + y.bsum(2 * grp + 1);
+                if q4k {
+                    for grp in 0..8 {
+                        self.tps[(slot * 8 + grp) * TOKEN_GROUP + lane] =
+                            y.bsum(2 * grp) + y.bsum(2 * grp + 1);
+                    }
+                } else {
+                    for grp in 0..16 {
+                        self.tbs[(slot * 16 + grp) * TOKEN_GROUP + lane] = 32 * y.bsum(grp);
+                    }
                 }
             }
         }

@@ -12,7 +12,6 @@ mod matvec32;
 mod quantize;
 mod tiles32;
 mod tiles_k;
-mod tiles_q4k;
 
 use super::block::{as_blocks, as_blocks_mut, Block};
 use super::dispatch::{slot, Kernels};
@@ -118,12 +117,12 @@ pub(super) fn avx512(mut k: Kernels) -> Option<Kernels> {
     k.gemm[slot(T::Q4K)] = Some(|w, n, a, p, o, ts, rs| unsafe {
         let dot: fn(&[u8], &[u8]) -> f32 =
             |w, a| k_quants512::dot_q4_k::<1>(as_blocks(w), [as_blocks(a)])[0];
-        tiles_q4k::gemm(dot, w, n, a, p, o, ts, rs)
+        tiles_k::gemm(dot, w, n, a, p, o, ts, rs)
     });
     k.gemm[slot(T::Q6K)] = Some(|w, n, a, p, o, ts, rs| unsafe {
         let dot: fn(&[u8], &[u8]) -> f32 =
             |w, a| k_quants512::dot_q6_k::<1>(as_blocks(w), [as_blocks(a)])[0];
-        tiles_k::gemm::<tiles_k::Q6K>(dot, w, n, a, p, o, ts, rs)
+        tiles_k::gemm_q6k(dot, w, n, a, p, o, ts, rs)
     });
     k.gemm[slot(T::Q4_0)] = Some(|w, n, a, p, o, ts, rs| unsafe {
         tiles32::gemm::<tiles32::Q4_0>(w, n, a, p, o, ts, rs)

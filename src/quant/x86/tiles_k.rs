@@ -1,60 +1,59 @@
-//! AVX-512 VNNI tile kernels for Q6_K against Q8_K activations (Q4_K has its own, with tokens
-//! across the lanes: `tiles_q4k.rs`): 4 weight rows × 4
-//! tokens per tile. Per super-block, every weight chunk of 64 quants is decoded once and meets
-//! each token's chunk in `vpmaddubsw` (exact i16 pair sums) and `vpdpwssd` (times the group
-//! scales, into i32 lanes); the sixteen products' lanes are then summed by one transposing
-//! reduction, and the f32 step — `d·isum − dmin·summs` for Q4_K, `(d·dy)·isum` for Q6_K, added
-//! to the running sum — runs on all sixteen at once with the scalar reference's operations in
-//! its order. The integer sums are exact, so results are the bits of `vec_dot`. Rows and tokens
-//! left over from whole tiles go through `vec_dot`.
+//! AVX-512 VNNI K-quant tiles (Q4_K and Q6_K against Q8_K) with tokens across the lanes: each
+//! i32 lane of a vector is one of sixteen tokens, so no horizontal sums are needed. The weight
+//! rows of a tile are decoded once into a small buffer (quants as bytes, scales and minimums as
+//! i32); then for every four quants a broadcast weight dword meets the sixteen tokens' four
+//! activation bytes (repacked by `quant::gemm`) in one `vpdpbusd`. Every sixteen quants the
+//! exact partial sums are scaled by the group scale: Q4_K's fit the low i16 of each lane
+//! (|Σ q·y| ≤ 16·15·128), so `vpdpwssd` does it, and its minimums' term comes from the tokens'
+//! bsum pairs the same way; Q6_K's wider sums take `vpmulld`. Integer sums are exact and the f32
+//! step is the scalar reference's, so results are `vec_dot`'s bits.
 
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-use super::common::*;
+use super::common::f16;
 use crate::quant::block::as_blocks;
-use crate::quant::gemm::PackedActs;
+use crate::quant::gemm::{PackedActs, TOKEN_GROUP};
+use crate::quant::q4_k::{unpack_scales_mins, BlockQ4K};
 use crate::quant::q6_k::BlockQ6K;
-use crate::quant::q8_k::BlockQ8K;
 
-/// Rows and tokens per tile.
-const T: usize = 4;
+/// Weight rows per tile.
+const R: usize = 4;
 
-/// One K-quant format's tile arithmetic.
-pub(super) trait KTile {
-    type W: crate::quant::block::Block;
-    /// What a weight super-block's scalar fields unpack to, once per row tile rather than
-    /// once per token tile.
-    type Prep: Copy + Default;
-    /// Unpacks the scalar fields of one super-block.
-    ///
-    /// # Safety
-    /// The CPU must support F16C.
-    unsafe fn prepare(w: &Self::W) -> Self::Prep;
-    /// Sixteen products of one super-block: lane `4t + r` of the result is the f32 term the
-    /// scalar reference adds for row `r` and token `t`, combined with `sumf` in its order.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512 F/BW/VL and VNNI.
-    unsafe fn step(
-        w: &[&[Self::W]; T],
-        prep: &[Self::Prep; T],
-        y: &[&[BlockQ8K]; T],
-        sb: usize,
-        sumf: __m512,
-    ) -> __m512;
+/// One super-block of one weight row, decoded.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Decoded {
+    /// Quants 0..256 as bytes, in element order.
+    q: [u8; 256],
+    /// Scale of each group of 32, as i32 (low i16 only).
+    sc: [i32; 8],
+    /// Minimum of each group of 32, as i32.
+    m: [i32; 8],
+    d: f32,
+    dmin: f32,
 }
 
-pub(super) struct Q6K;
+impl Default for Decoded {
+    fn default() -> Self {
+        Decoded {
+            q: [0; 256],
+            sc: [0; 8],
+            m: [0; 8],
+            d: 0.0,
+            dmin: 0.0,
+        }
+    }
+}
 
-/// The tile-kernel entry for K-quant format `K` (see `quant::gemm::gemm` for the contract);
-/// `dot` is the single-row kernel that handles what is left over from whole tiles.
+/// The tile-kernel entry for Q4_K (see `quant::gemm::gemm` for the contract); `dot` handles
+/// rows left over from whole tiles.
 ///
 /// # Safety
 /// The CPU must support AVX-512 F/BW/VL, VNNI, AVX2, FMA and F16C.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) unsafe fn gemm<K: KTile>(
+pub(super) unsafe fn gemm(
     dot: fn(&[u8], &[u8]) -> f32,
     w: &[u8],
     rows: usize,
@@ -64,64 +63,134 @@ pub(super) unsafe fn gemm<K: KTile>(
     t_stride: usize,
     r_stride: usize,
 ) {
+    let nsb = acts.n_blocks;
     let row_bytes = w.len() / rows;
-    let act_bytes = acts.raw_stride;
     let t_begin = 2 * pairs.start;
     let t_end = (2 * pairs.end).min(acts.n_tokens);
-    let w_row = |r: usize| &w[r * row_bytes..][..row_bytes];
-    let a_row = |t: usize| &acts.raw[t * act_bytes..][..act_bytes];
-    let full_r = rows / T * T;
-    let full_t = t_begin + (t_end - t_begin) / T * T;
-    let mut prep = vec![[K::Prep::default(); T]; acts.n_blocks];
-    for r0 in (0..full_r).step_by(T) {
-        // (Plain loops throughout: closures and `array::map` in these kernels were not inlined.)
-        let mut wr: [&[K::W]; T] = [&[]; T];
-        for (i, x) in wr.iter_mut().enumerate() {
-            *x = as_blocks(w_row(r0 + i));
-        }
-        for (sb, p) in prep.iter_mut().enumerate() {
-            for (r, p) in p.iter_mut().enumerate() {
+    let group_bytes = nsb * 256 * TOKEN_GROUP;
+    assert!(acts.tq.len() >= t_end.div_ceil(TOKEN_GROUP) * group_bytes);
+    let full_r = rows / R * R;
+    let mut dec = vec![Decoded::default(); R * nsb];
+    for r0 in (0..full_r).step_by(R) {
+        for r in 0..R {
+            let blocks = as_blocks::<BlockQ4K>(&w[(r0 + r) * row_bytes..][..row_bytes]);
+            for (sb, x) in blocks.iter().enumerate() {
                 // SAFETY: the caller guarantees the CPU features.
-                *p = unsafe { K::prepare(&wr[r][sb]) };
+                dec[sb * R + r] = unsafe { decode(x) };
             }
         }
-        for t0 in (t_begin..full_t).step_by(T) {
-            let mut ya: [&[BlockQ8K]; T] = [&[]; T];
-            for (i, y) in ya.iter_mut().enumerate() {
-                *y = as_blocks(a_row(t0 + i));
-            }
-            let mut sumf = _mm512_setzero_ps();
-            for (sb, p) in prep.iter().enumerate() {
-                // SAFETY: the caller guarantees the CPU features.
-                sumf = unsafe { K::step(&wr, p, &ya, sb, sumf) };
-            }
-            let mut v = [0f32; 16];
-            // SAFETY: 16 writable floats.
-            unsafe { _mm512_storeu_ps(v.as_mut_ptr(), sumf) };
-            for t in 0..T {
-                for r in 0..T {
-                    out[(t0 + t - t_begin) * t_stride + (r0 + r) * r_stride] = v[4 * t + r];
+        for g in t_begin / TOKEN_GROUP..t_end.div_ceil(TOKEN_GROUP) {
+            // SAFETY: as above; `group` reads within the assertion above.
+            let sums = unsafe { group(&dec, acts, g) };
+            for (r, v) in sums.iter().enumerate() {
+                for (i, &x) in v.iter().enumerate() {
+                    let t = g * TOKEN_GROUP + i;
+                    if t >= t_begin && t < t_end {
+                        out[(t - t_begin) * t_stride + (r0 + r) * r_stride] = x;
+                    }
                 }
             }
         }
     }
-    // Leftovers: the last tokens against the tiled rows, then the last rows against all.
-    for t in full_t..t_end {
-        for r in 0..full_r {
-            out[(t - t_begin) * t_stride + r * r_stride] = dot(w_row(r), a_row(t));
-        }
-    }
+    let act_bytes = acts.raw_stride;
     for r in full_r..rows {
         for t in t_begin..t_end {
-            out[(t - t_begin) * t_stride + r * r_stride] = dot(w_row(r), a_row(t));
+            out[(t - t_begin) * t_stride + r * r_stride] = dot(
+                &w[r * row_bytes..][..row_bytes],
+                &acts.raw[t * act_bytes..][..act_bytes],
+            );
         }
     }
 }
 
-/// `acc + (pairs of i16 products of a and b)` as one `vpdpwssd`. The intrinsic is split by
-/// LLVM into `vpmaddwd` + `vpaddd` under generic tuning (it assumes the fused instruction is
-/// slow, which is not the case on the CPUs with AVX-512 VNNI); the split costs a vector ALU
-/// slot per product in the hottest loop here.
+/// Decodes one super-block.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,f16c")]
+unsafe fn decode(x: &BlockQ4K) -> Decoded {
+    let mut d = Decoded::default();
+    let (sc, m) = unpack_scales_mins(&x.scales);
+    for g in 0..8 {
+        (d.sc[g], d.m[g]) = (sc[g] as i32, m[g] as i32);
+    }
+    let m4 = _mm256_set1_epi8(0x0f);
+    for j in 0..4 {
+        // SAFETY: 32 readable bytes of `qs`, 64 writable bytes of `q`.
+        unsafe {
+            let v = _mm256_loadu_si256(x.qs[32 * j..].as_ptr().cast());
+            let lo = _mm256_and_si256(v, m4);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
+            _mm256_storeu_si256(d.q[64 * j..].as_mut_ptr().cast(), lo);
+            _mm256_storeu_si256(d.q[64 * j + 32..].as_mut_ptr().cast(), hi);
+        }
+    }
+    (d.d, d.dmin) = (f16(x.d), f16(x.dmin));
+    d
+}
+
+/// The `R` decoded rows against token group `g`: per row, sixteen tokens' results.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+unsafe fn group(dec: &[Decoded], acts: &PackedActs, g: usize) -> [[f32; TOKEN_GROUP]; R] {
+    let nsb = acts.n_blocks;
+    let mut sumf = [_mm512_setzero_ps(); R];
+    // SAFETY (whole body): every pointer stays within `acts.tq` (asserted by the caller),
+    // `acts.td`/`acts.tps` (sized alike) or `dec` (R entries per super-block).
+    unsafe {
+        for sb in 0..nsb {
+            let slot = g * nsb + sb;
+            let yq = acts.tq.as_ptr().add(slot * 256 * TOKEN_GROUP);
+            let ps = acts.tps.as_ptr().add(slot * 8 * TOKEN_GROUP);
+            let w: [&Decoded; R] = [
+                &dec[sb * R],
+                &dec[sb * R + 1],
+                &dec[sb * R + 2],
+                &dec[sb * R + 3],
+            ];
+            let mut isum = [_mm512_setzero_si512(); R];
+            let mut summs = [_mm512_setzero_si512(); R];
+            for grp in 0..8 {
+                for half in 0..2 {
+                    let e0 = 32 * grp + 16 * half;
+                    let mut part = [_mm512_setzero_si512(); R];
+                    for k in 0..4 {
+                        let y = _mm512_loadu_si512(yq.add((e0 + 4 * k) * TOKEN_GROUP).cast());
+                        for r in 0..R {
+                            let wq = _mm512_set1_epi32(i32::from_le_bytes(
+                                *w[r].q.as_ptr().add(e0 + 4 * k).cast::<[u8; 4]>(),
+                            ));
+                            part[r] = _mm512_dpbusd_epi32(part[r], wq, y);
+                        }
+                    }
+                    for r in 0..R {
+                        isum[r] = dpwssd(isum[r], part[r], _mm512_set1_epi32(w[r].sc[grp]));
+                    }
+                }
+                let p = _mm512_loadu_si512(ps.add(grp * TOKEN_GROUP).cast());
+                for r in 0..R {
+                    summs[r] = dpwssd(summs[r], p, _mm512_set1_epi32(w[r].m[grp]));
+                }
+            }
+            let yd = _mm512_loadu_ps(acts.td.as_ptr().add(slot * TOKEN_GROUP));
+            for r in 0..R {
+                let d = _mm512_mul_ps(_mm512_set1_ps(w[r].d), yd);
+                let dmin = _mm512_mul_ps(_mm512_set1_ps(w[r].dmin), yd);
+                let term = _mm512_sub_ps(
+                    _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[r])),
+                    _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summs[r])),
+                );
+                sumf[r] = _mm512_add_ps(sumf[r], term);
+            }
+        }
+        let mut out = [[0f32; TOKEN_GROUP]; R];
+        for r in 0..R {
+            _mm512_storeu_ps(out[r].as_mut_ptr(), sumf[r]);
+        }
+        out
+    }
+}
+
+/// `acc + a.lo16 · b.lo16 + a.hi16 · b.hi16` per i32 lane, as one `vpdpwssd` (LLVM splits the intrinsic into `vpmaddwd` +
+/// `vpaddd` under generic tuning, a vector ALU slot more in the hottest loop).
 #[inline]
 #[target_feature(enable = "avx512f,avx512vnni")]
 unsafe fn dpwssd(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
@@ -139,208 +208,171 @@ unsafe fn dpwssd(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
     acc
 }
 
-/// Sums the i32 lanes of each of sixteen vectors: lane `i` of the result is the sum of `v[i]`.
-#[inline(always)]
-unsafe fn reduce16(v: [__m512i; 16]) -> __m512i {
-    // SAFETY: the caller guarantees AVX-512F.
-    unsafe {
-        // Pairs: per 128-bit lane [a0+a2, b0+b2, a1+a3, b1+b3].
-        // (Plain loops: closures would not inherit the caller's target features.)
-        let mut c = [_mm512_setzero_si512(); 8];
-        for i in 0..8 {
-            let (a, b) = (v[2 * i], v[2 * i + 1]);
-            c[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
-        }
-        // Quads: per 128-bit lane the four vectors' lane sums, in order.
-        let mut e = [_mm512_setzero_si512(); 4];
-        for i in 0..4 {
-            let (a, b) = (c[2 * i], c[2 * i + 1]);
-            e[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
-        }
-        // Across the four 128-bit lanes.
-        let g01 = _mm512_add_epi32(
-            _mm512_shuffle_i32x4::<0x88>(e[0], e[1]),
-            _mm512_shuffle_i32x4::<0xDD>(e[0], e[1]),
-        );
-        let g23 = _mm512_add_epi32(
-            _mm512_shuffle_i32x4::<0x88>(e[2], e[3]),
-            _mm512_shuffle_i32x4::<0xDD>(e[2], e[3]),
-        );
-        _mm512_add_epi32(
-            _mm512_shuffle_i32x4::<0x88>(g01, g23),
-            _mm512_shuffle_i32x4::<0xDD>(g01, g23),
-        )
-    }
-}
-
-/// 64 bytes from the start of `s`.
-#[inline(always)]
-unsafe fn ld64i(s: &[i8]) -> __m512i {
-    assert!(s.len() >= 64);
-    // SAFETY: at least 64 readable bytes; the caller guarantees AVX-512F.
-    unsafe { _mm512_loadu_si512(s.as_ptr().cast()) }
-}
-
-/// Lane `4t + r` = `per_row[r]`.
-#[inline(always)]
-unsafe fn by_row(per_row: [f32; T]) -> __m512 {
-    // SAFETY: the caller guarantees AVX-512F.
-    unsafe { _mm512_broadcast_f32x4(_mm_loadu_ps(per_row.as_ptr())) }
-}
-
-/// Lane `4t + r` = `per_token[t]`.
-#[inline(always)]
-unsafe fn by_token(per_token: [f32; T]) -> __m512 {
-    // SAFETY: the caller guarantees AVX-512F.
-    unsafe {
-        let idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-        _mm512_permutexvar_ps(
-            idx,
-            _mm512_castps128_ps512(_mm_loadu_ps(per_token.as_ptr())),
-        )
-    }
-}
-
-/// A Q6_K super-block's sixteen scales as i16 and its f32 scale.
-#[derive(Clone, Copy, Default)]
-pub(super) struct Q6KPrep {
-    sc: [i16; 16],
+/// One Q6_K super-block of one weight row, decoded.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Decoded6 {
+    /// Quants 0..256 as unsigned bytes (0..64, the −32 offset not applied), element order.
+    q: [u8; 256],
+    /// Scale of each group of 16, as i32.
+    sc: [i32; 16],
     d: f32,
 }
 
-impl KTile for Q6K {
-    type W = BlockQ6K;
-    type Prep = Q6KPrep;
-
-    #[inline(always)]
-    unsafe fn prepare(x: &BlockQ6K) -> Q6KPrep {
-        let mut p = Q6KPrep::default();
-        for (d, &v) in p.sc.iter_mut().zip(&x.scales) {
-            *d = v as i16;
-        }
-        // SAFETY: the caller guarantees F16C.
-        unsafe { p.d = f16(x.d) };
-        p
-    }
-
-    #[inline(always)]
-    unsafe fn step(
-        wr: &[&[BlockQ6K]; T],
-        prep: &[Q6KPrep; T],
-        ya: &[&[BlockQ8K]; T],
-        sb: usize,
-        sumf: __m512,
-    ) -> __m512 {
-        let mut w = [&wr[0][sb]; T];
-        let mut y = [&ya[0][sb]; T];
-        for i in 1..T {
-            (w[i], y[i]) = (&wr[i][sb], &ya[i][sb]);
-        }
-        // SAFETY (whole body): as in `Q4K::step`.
-        unsafe {
-            let m4 = _mm256_set1_epi8(0x0f);
-            let off = _mm512_set1_epi8(32);
-            let mut sc16 = [_mm512_setzero_si512(); T];
-            for r in 0..T {
-                sc16[r] = _mm512_castsi256_si512(_mm256_loadu_si256(prep[r].sc.as_ptr().cast()));
-            }
-            let mut acc = [_mm512_setzero_si512(); 16];
-            for h in 0..2 {
-                for half in 0..2 {
-                    let c = 2 * h + half;
-                    let idx = _mm512_set_epi16(
-                        4 * c as i16 + 3,
-                        4 * c as i16 + 3,
-                        4 * c as i16 + 3,
-                        4 * c as i16 + 3,
-                        4 * c as i16 + 3,
-                        4 * c as i16 + 3,
-                        4 * c as i16 + 3,
-                        4 * c as i16 + 3,
-                        4 * c as i16 + 2,
-                        4 * c as i16 + 2,
-                        4 * c as i16 + 2,
-                        4 * c as i16 + 2,
-                        4 * c as i16 + 2,
-                        4 * c as i16 + 2,
-                        4 * c as i16 + 2,
-                        4 * c as i16 + 2,
-                        4 * c as i16 + 1,
-                        4 * c as i16 + 1,
-                        4 * c as i16 + 1,
-                        4 * c as i16 + 1,
-                        4 * c as i16 + 1,
-                        4 * c as i16 + 1,
-                        4 * c as i16 + 1,
-                        4 * c as i16 + 1,
-                        4 * c as i16,
-                        4 * c as i16,
-                        4 * c as i16,
-                        4 * c as i16,
-                        4 * c as i16,
-                        4 * c as i16,
-                        4 * c as i16,
-                        4 * c as i16,
-                    );
-                    let mut q = [_mm512_setzero_si512(); T];
-                    let mut s = [_mm512_setzero_si512(); T];
-                    for r in 0..T {
-                        let x = w[r];
-                        let qa = ld32(&x.ql[64 * h..]);
-                        let qb = ld32(&x.ql[64 * h + 32..]);
-                        let qh = ld32(&x.qh[32 * h..]);
-                        let (lo, hi) = if half == 0 {
-                            (
-                                _mm256_or_si256(_mm256_and_si256(qa, m4), high2(qh, 0)),
-                                _mm256_or_si256(_mm256_and_si256(qb, m4), high2(qh, 1)),
-                            )
-                        } else {
-                            (
-                                _mm256_or_si256(
-                                    _mm256_and_si256(_mm256_srli_epi16::<4>(qa), m4),
-                                    high2(qh, 2),
-                                ),
-                                _mm256_or_si256(
-                                    _mm256_and_si256(_mm256_srli_epi16::<4>(qb), m4),
-                                    high2(qh, 3),
-                                ),
-                            )
-                        };
-                        q[r] = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
-                        s[r] = _mm512_permutexvar_epi16(idx, sc16[r]);
-                    }
-                    for t in 0..T {
-                        let yv = ld64i(&y[t].qs[64 * c..]);
-                        // (q − 32)·y pair sums, exact in i16: |q − 32| ≤ 32.
-                        let y32 = _mm512_maddubs_epi16(off, yv);
-                        for r in 0..T {
-                            let p = _mm512_sub_epi16(_mm512_maddubs_epi16(q[r], yv), y32);
-                            acc[4 * t + r] = dpwssd(acc[4 * t + r], p, s[r]);
-                        }
-                    }
-                }
-            }
-            let isum = reduce16(acc);
-            let mut dx = [0f32; T];
-            for r in 0..T {
-                dx[r] = prep[r].d;
-            }
-            let mut ydv = [0f32; T];
-            for t in 0..T {
-                ydv[t] = y[t].d();
-            }
-            let d = _mm512_mul_ps(by_row(dx), by_token(ydv));
-            _mm512_add_ps(sumf, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)))
+impl Default for Decoded6 {
+    fn default() -> Self {
+        Decoded6 {
+            q: [0; 256],
+            sc: [0; 16],
+            d: 0.0,
         }
     }
 }
 
-/// Bit pair `s` of each byte of `qh`, moved to bits 4-5 (the high bits of a Q6_K quant).
-#[inline(always)]
-unsafe fn high2(qh: __m256i, s: i32) -> __m256i {
-    // SAFETY: the caller guarantees AVX2.
+/// The tile-kernel entry for Q6_K, as [`gemm`] for Q4_K. Per group of 16 quants the exact
+/// sums `Σ q·y − 32·Σ y` (|·| ≤ 16·32·128, too wide for the i16 trick) are scaled with
+/// `vpmulld`.
+///
+/// # Safety
+/// As for [`gemm`].
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(super) unsafe fn gemm_q6k(
+    dot: fn(&[u8], &[u8]) -> f32,
+    w: &[u8],
+    rows: usize,
+    acts: &PackedActs,
+    pairs: Range<usize>,
+    out: &mut [f32],
+    t_stride: usize,
+    r_stride: usize,
+) {
+    let nsb = acts.n_blocks;
+    let row_bytes = w.len() / rows;
+    let t_begin = 2 * pairs.start;
+    let t_end = (2 * pairs.end).min(acts.n_tokens);
+    let groups = t_end.div_ceil(TOKEN_GROUP);
+    assert!(acts.tq.len() >= groups * nsb * 256 * TOKEN_GROUP);
+    assert!(acts.tbs.len() >= groups * nsb * 16 * TOKEN_GROUP);
+    let full_r = rows / R * R;
+    let mut dec = vec![Decoded6::default(); R * nsb];
+    for r0 in (0..full_r).step_by(R) {
+        for r in 0..R {
+            let blocks = as_blocks::<BlockQ6K>(&w[(r0 + r) * row_bytes..][..row_bytes]);
+            for (sb, x) in blocks.iter().enumerate() {
+                // SAFETY: the caller guarantees the CPU features.
+                dec[sb * R + r] = unsafe { decode6(x) };
+            }
+        }
+        for g in t_begin / TOKEN_GROUP..groups {
+            // SAFETY: as above; `group6` reads within the assertions above.
+            let sums = unsafe { group6(&dec, acts, g) };
+            for (r, v) in sums.iter().enumerate() {
+                for (i, &x) in v.iter().enumerate() {
+                    let t = g * TOKEN_GROUP + i;
+                    if t >= t_begin && t < t_end {
+                        out[(t - t_begin) * t_stride + (r0 + r) * r_stride] = x;
+                    }
+                }
+            }
+        }
+    }
+    let act_bytes = acts.raw_stride;
+    for r in full_r..rows {
+        for t in t_begin..t_end {
+            out[(t - t_begin) * t_stride + r * r_stride] = dot(
+                &w[r * row_bytes..][..row_bytes],
+                &acts.raw[t * act_bytes..][..act_bytes],
+            );
+        }
+    }
+}
+
+/// Decodes one Q6_K super-block (ggml's layout: per half, `ql` low then high nibbles of two
+/// 32-byte runs, `qh` bit pairs 0-1, 2-3, 4-5, 6-7 for the four runs of 32).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,f16c")]
+unsafe fn decode6(x: &BlockQ6K) -> Decoded6 {
+    let mut d = Decoded6::default();
+    for (s, &v) in d.sc.iter_mut().zip(&x.scales) {
+        *s = v as i32;
+    }
+    let m4 = _mm256_set1_epi8(0x0f);
+    let m2 = _mm256_set1_epi8(3);
+    for h in 0..2 {
+        // SAFETY: 32 readable bytes at each load, 32 writable bytes at each store.
+        unsafe {
+            let qa = _mm256_loadu_si256(x.ql[64 * h..].as_ptr().cast());
+            let qb = _mm256_loadu_si256(x.ql[64 * h + 32..].as_ptr().cast());
+            let qh = _mm256_loadu_si256(x.qh[32 * h..].as_ptr().cast());
+            let hi = |s: i32| {
+                let v = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(s));
+                _mm256_slli_epi16::<4>(_mm256_and_si256(v, m2))
+            };
+            let runs = [
+                _mm256_or_si256(_mm256_and_si256(qa, m4), hi(0)),
+                _mm256_or_si256(_mm256_and_si256(qb, m4), hi(2)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(qa), m4), hi(4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(qb), m4), hi(6)),
+            ];
+            for (i, run) in runs.into_iter().enumerate() {
+                _mm256_storeu_si256(d.q[128 * h + 32 * i..].as_mut_ptr().cast(), run);
+            }
+        }
+    }
+    d.d = f16(x.d);
+    d
+}
+
+/// The `R` decoded Q6_K rows against token group `g`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+unsafe fn group6(dec: &[Decoded6], acts: &PackedActs, g: usize) -> [[f32; TOKEN_GROUP]; R] {
+    let nsb = acts.n_blocks;
+    let mut sumf = [_mm512_setzero_ps(); R];
+    // SAFETY (whole body): as in `group`.
     unsafe {
-        let shifted = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * s));
-        _mm256_slli_epi16::<4>(_mm256_and_si256(shifted, _mm256_set1_epi8(3)))
+        for sb in 0..nsb {
+            let slot = g * nsb + sb;
+            let yq = acts.tq.as_ptr().add(slot * 256 * TOKEN_GROUP);
+            let bs = acts.tbs.as_ptr().add(slot * 16 * TOKEN_GROUP);
+            let w: [&Decoded6; R] = [
+                &dec[sb * R],
+                &dec[sb * R + 1],
+                &dec[sb * R + 2],
+                &dec[sb * R + 3],
+            ];
+            let mut isum = [_mm512_setzero_si512(); R];
+            for grp in 0..16 {
+                let e0 = 16 * grp;
+                // 32 · Σ y over the group, per token: the −32 offset of every quant.
+                let off = _mm512_loadu_si512(bs.add(grp * TOKEN_GROUP).cast());
+                let mut part = [_mm512_setzero_si512(); R];
+                for k in 0..4 {
+                    let y = _mm512_loadu_si512(yq.add((e0 + 4 * k) * TOKEN_GROUP).cast());
+                    for r in 0..R {
+                        let wq = _mm512_set1_epi32(i32::from_le_bytes(
+                            *w[r].q.as_ptr().add(e0 + 4 * k).cast::<[u8; 4]>(),
+                        ));
+                        part[r] = _mm512_dpbusd_epi32(part[r], wq, y);
+                    }
+                }
+                for r in 0..R {
+                    let centred = _mm512_sub_epi32(part[r], off);
+                    let scaled = _mm512_mullo_epi32(centred, _mm512_set1_epi32(w[r].sc[grp]));
+                    isum[r] = _mm512_add_epi32(isum[r], scaled);
+                }
+            }
+            let yd = _mm512_loadu_ps(acts.td.as_ptr().add(slot * TOKEN_GROUP));
+            for r in 0..R {
+                let d = _mm512_mul_ps(_mm512_set1_ps(w[r].d), yd);
+                sumf[r] = _mm512_add_ps(sumf[r], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[r])));
+            }
+        }
+        let mut out = [[0f32; TOKEN_GROUP]; R];
+        for r in 0..R {
+            _mm512_storeu_ps(out[r].as_mut_ptr(), sumf[r]);
+        }
+        out
     }
 }
