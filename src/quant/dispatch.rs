@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use super::block::{as_blocks, as_blocks_mut};
+use super::block::{as_blocks, as_blocks_mut, Block};
 use super::GgmlType;
 use super::{bf16, f16, q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, q8_1, q8_k};
 
@@ -220,4 +220,35 @@ fn dot_f32(w: &[u8], a: &[u8]) -> f32 {
         sum += (x * y) as f64;
     }
     sum as f32
+}
+
+/// Activation rows handed to one multi-row kernel call.
+pub(crate) const ROWS: usize = 4;
+
+/// Runs a multi-row kernel over `out.len()` activation rows: `ROWS` at a time, then one at a
+/// time (the kernels give the same bits for every row count).
+///
+/// # Safety
+/// The CPU must support the target features of `k1` and `kn`.
+pub(crate) unsafe fn by_rows<W: Block, A: Block>(
+    k1: unsafe fn(&[W], [&[A]; 1]) -> [f32; 1],
+    kn: unsafe fn(&[W], [&[A]; ROWS]) -> [f32; ROWS],
+    w: &[u8],
+    acts: &[u8],
+    stride: usize,
+    row_bytes: usize,
+    out: &mut [f32],
+) {
+    let w = as_blocks::<W>(w);
+    let act = |i: usize| as_blocks::<A>(&acts[i * stride..i * stride + row_bytes]);
+    let done = out.len() / ROWS * ROWS;
+    let mut chunks = out.chunks_exact_mut(ROWS);
+    for (c, o) in chunks.by_ref().enumerate() {
+        // SAFETY: the caller guarantees the CPU features.
+        o.copy_from_slice(&unsafe { kn(w, std::array::from_fn(|r| act(c * ROWS + r))) });
+    }
+    for (i, o) in chunks.into_remainder().iter_mut().enumerate() {
+        // SAFETY: the caller guarantees the CPU features.
+        *o = unsafe { k1(w, [act(done + i)]) }[0];
+    }
 }

@@ -16,7 +16,7 @@ use std::arch::aarch64::*;
 use std::arch::asm;
 
 use super::block::{as_blocks, as_blocks_mut, Block};
-use super::dispatch::{slot, Kernels};
+use super::dispatch::{by_rows, slot, Kernels, ROWS};
 use super::GgmlType as T;
 
 /// One way of forming four i32 lanes, each the sum of four adjacent i8 products.
@@ -115,37 +115,6 @@ fn f16(b: [u8; 2]) -> f32 {
 #[target_feature(enable = "neon")]
 fn s8(v: uint8x16_t) -> int8x16_t {
     vreinterpretq_s8_u8(v)
-}
-
-/// Activation rows handed to one multi-row kernel call.
-const ROWS: usize = 4;
-
-/// Runs a multi-row kernel over `out.len()` activation rows: `ROWS` at a time, then one at a
-/// time (the kernels give the same bits for every row count).
-///
-/// # Safety
-/// The CPU must support the features of `k1` and `kn`.
-unsafe fn by_rows<W: Block, A: Block>(
-    k1: unsafe fn(&[W], [&[A]; 1]) -> [f32; 1],
-    kn: unsafe fn(&[W], [&[A]; ROWS]) -> [f32; ROWS],
-    w: &[u8],
-    acts: &[u8],
-    stride: usize,
-    row_bytes: usize,
-    out: &mut [f32],
-) {
-    let w = as_blocks::<W>(w);
-    let act = |i: usize| as_blocks::<A>(&acts[i * stride..i * stride + row_bytes]);
-    let done = out.len() / ROWS * ROWS;
-    let mut chunks = out.chunks_exact_mut(ROWS);
-    for (c, o) in chunks.by_ref().enumerate() {
-        // SAFETY: the caller guarantees the CPU features.
-        o.copy_from_slice(&unsafe { kn(w, std::array::from_fn(|r| act(c * ROWS + r))) });
-    }
-    for (i, o) in chunks.into_remainder().iter_mut().enumerate() {
-        // SAFETY: the caller guarantees the CPU features.
-        *o = unsafe { k1(w, [act(done + i)]) }[0];
-    }
 }
 
 /// Installs the multi-row kernel `$m::$f::<$d, R>` as both the single-row and the multi-row entry.

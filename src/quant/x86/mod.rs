@@ -13,8 +13,8 @@ mod quantize;
 mod tiles32;
 mod tiles_k;
 
-use super::block::{as_blocks, as_blocks_mut, Block};
-use super::dispatch::{slot, Kernels};
+use super::block::{as_blocks, as_blocks_mut};
+use super::dispatch::{by_rows, slot, Kernels};
 use super::GgmlType as T;
 
 fn has_avx2() -> bool {
@@ -29,37 +29,6 @@ fn has_avx512() -> bool {
         && is_x86_feature_detected!("avx512bw")
         && is_x86_feature_detected!("avx512vl")
         && is_x86_feature_detected!("avx512vnni")
-}
-
-/// Activation rows handed to one multi-row kernel call.
-const ROWS: usize = 4;
-
-/// Runs a multi-row kernel over `out.len()` activation rows: `ROWS` at a time, then one at a
-/// time (the kernels give the same bits for every row count).
-///
-/// # Safety
-/// The CPU must support the target features of `k1` and `kn`.
-unsafe fn by_rows<W: Block, A: Block>(
-    k1: unsafe fn(&[W], [&[A]; 1]) -> [f32; 1],
-    kn: unsafe fn(&[W], [&[A]; ROWS]) -> [f32; ROWS],
-    w: &[u8],
-    acts: &[u8],
-    stride: usize,
-    row_bytes: usize,
-    out: &mut [f32],
-) {
-    let w = as_blocks::<W>(w);
-    let act = |i: usize| as_blocks::<A>(&acts[i * stride..i * stride + row_bytes]);
-    let done = out.len() / ROWS * ROWS;
-    let mut chunks = out.chunks_exact_mut(ROWS);
-    for (c, o) in chunks.by_ref().enumerate() {
-        // SAFETY: the caller guarantees the CPU features.
-        o.copy_from_slice(&unsafe { kn(w, std::array::from_fn(|r| act(c * ROWS + r))) });
-    }
-    for (i, o) in chunks.into_remainder().iter_mut().enumerate() {
-        // SAFETY: the caller guarantees the CPU features.
-        *o = unsafe { k1(w, [act(done + i)]) }[0];
-    }
 }
 
 /// Installs a multi-row kernel `$f::<R>` as both the single-row and the multi-row entry.
@@ -117,12 +86,12 @@ pub(super) fn avx512(mut k: Kernels) -> Option<Kernels> {
     k.gemm[slot(T::Q4K)] = Some(|w, n, a, p, o, ts, rs| unsafe {
         let dot: fn(&[u8], &[u8]) -> f32 =
             |w, a| k_quants512::dot_q4_k::<1>(as_blocks(w), [as_blocks(a)])[0];
-        tiles_k::gemm(dot, w, n, a, p, o, ts, rs)
+        tiles_k::gemm::<tiles_k::Q4K>(dot, w, n, a, p, o, ts, rs)
     });
     k.gemm[slot(T::Q6K)] = Some(|w, n, a, p, o, ts, rs| unsafe {
         let dot: fn(&[u8], &[u8]) -> f32 =
             |w, a| k_quants512::dot_q6_k::<1>(as_blocks(w), [as_blocks(a)])[0];
-        tiles_k::gemm_q6k(dot, w, n, a, p, o, ts, rs)
+        tiles_k::gemm::<tiles_k::Q6K>(dot, w, n, a, p, o, ts, rs)
     });
     k.gemm[slot(T::Q4_0)] = Some(|w, n, a, p, o, ts, rs| unsafe {
         tiles32::gemm::<tiles32::Q4_0>(w, n, a, p, o, ts, rs)

@@ -23,7 +23,7 @@ const R: usize = 4;
 /// One super-block of one weight row, decoded.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-struct Decoded {
+pub(super) struct Decoded {
     /// Quants 0..256 as bytes, in element order.
     q: [u8; 256],
     /// Scale of each group of 32, as i32 (low i16 only).
@@ -46,14 +46,35 @@ impl Default for Decoded {
     }
 }
 
-/// The tile-kernel entry for Q4_K (see `quant::gemm::gemm` for the contract); `dot` handles
-/// rows left over from whole tiles.
+/// One K-quant format's pieces for [`gemm`]: how a weight super-block is decoded, and how
+/// `R` decoded rows meet one group of sixteen tokens.
+pub(super) trait LaneTile {
+    type W: crate::quant::block::Block;
+    type Decoded: Copy + Default;
+    /// Whether `acts` holds the packed arrays this format reads for `groups` token groups.
+    fn packed_enough(acts: &PackedActs, groups: usize) -> bool;
+    /// # Safety
+    /// The CPU must support AVX-512 F/BW/VL, AVX2 and F16C.
+    unsafe fn decode(x: &Self::W) -> Self::Decoded;
+    /// Per row, the sixteen tokens' results; `dec` holds `R` rows per super-block.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F/BW/VL, VNNI, AVX2 and FMA; `acts` must have passed
+    /// [`LaneTile::packed_enough`] for a group count above `g`.
+    unsafe fn group(dec: &[Self::Decoded], acts: &PackedActs, g: usize) -> [[f32; TOKEN_GROUP]; R];
+}
+
+pub(super) struct Q4K;
+pub(super) struct Q6K;
+
+/// The tile-kernel entry for K-quant format `K` (see `quant::gemm::gemm` for the contract);
+/// `dot` handles rows left over from whole tiles.
 ///
 /// # Safety
 /// The CPU must support AVX-512 F/BW/VL, VNNI, AVX2, FMA and F16C.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) unsafe fn gemm(
+pub(super) unsafe fn gemm<K: LaneTile>(
     dot: fn(&[u8], &[u8]) -> f32,
     w: &[u8],
     rows: usize,
@@ -67,21 +88,25 @@ pub(super) unsafe fn gemm(
     let row_bytes = w.len() / rows;
     let t_begin = 2 * pairs.start;
     let t_end = (2 * pairs.end).min(acts.n_tokens);
-    let group_bytes = nsb * 256 * TOKEN_GROUP;
-    assert!(acts.tq.len() >= t_end.div_ceil(TOKEN_GROUP) * group_bytes);
+    let groups = t_end.div_ceil(TOKEN_GROUP);
+    assert!(
+        K::packed_enough(acts, groups),
+        "gemm: activations not packed for {:?}",
+        acts.ty
+    );
     let full_r = rows / R * R;
-    let mut dec = vec![Decoded::default(); R * nsb];
+    let mut dec = vec![K::Decoded::default(); R * nsb];
     for r0 in (0..full_r).step_by(R) {
         for r in 0..R {
-            let blocks = as_blocks::<BlockQ4K>(&w[(r0 + r) * row_bytes..][..row_bytes]);
+            let blocks = as_blocks::<K::W>(&w[(r0 + r) * row_bytes..][..row_bytes]);
             for (sb, x) in blocks.iter().enumerate() {
                 // SAFETY: the caller guarantees the CPU features.
-                dec[sb * R + r] = unsafe { decode(x) };
+                dec[sb * R + r] = unsafe { K::decode(x) };
             }
         }
-        for g in t_begin / TOKEN_GROUP..t_end.div_ceil(TOKEN_GROUP) {
-            // SAFETY: as above; `group` reads within the assertion above.
-            let sums = unsafe { group(&dec, acts, g) };
+        for g in t_begin / TOKEN_GROUP..groups {
+            // SAFETY: as above; the packed arrays were checked above.
+            let sums = unsafe { K::group(&dec, acts, g) };
             for (r, v) in sums.iter().enumerate() {
                 for (i, &x) in v.iter().enumerate() {
                     let t = g * TOKEN_GROUP + i;
@@ -100,6 +125,44 @@ pub(super) unsafe fn gemm(
                 &acts.raw[t * act_bytes..][..act_bytes],
             );
         }
+    }
+}
+
+impl LaneTile for Q4K {
+    type W = BlockQ4K;
+    type Decoded = Decoded;
+    fn packed_enough(acts: &PackedActs, groups: usize) -> bool {
+        let slots = groups * acts.n_blocks;
+        acts.tq.len() >= slots * 256 * TOKEN_GROUP
+            && acts.td.len() >= slots * TOKEN_GROUP
+            && acts.tps.len() >= slots * 8 * TOKEN_GROUP
+    }
+    unsafe fn decode(x: &BlockQ4K) -> Decoded {
+        // SAFETY: the caller guarantees the CPU features.
+        unsafe { decode(x) }
+    }
+    unsafe fn group(dec: &[Decoded], acts: &PackedActs, g: usize) -> [[f32; TOKEN_GROUP]; R] {
+        // SAFETY: the caller guarantees the CPU features and the packed arrays.
+        unsafe { group(dec, acts, g) }
+    }
+}
+
+impl LaneTile for Q6K {
+    type W = BlockQ6K;
+    type Decoded = Decoded6;
+    fn packed_enough(acts: &PackedActs, groups: usize) -> bool {
+        let slots = groups * acts.n_blocks;
+        acts.tq.len() >= slots * 256 * TOKEN_GROUP
+            && acts.td.len() >= slots * TOKEN_GROUP
+            && acts.tbs.len() >= slots * 16 * TOKEN_GROUP
+    }
+    unsafe fn decode(x: &BlockQ6K) -> Decoded6 {
+        // SAFETY: the caller guarantees the CPU features.
+        unsafe { decode6(x) }
+    }
+    unsafe fn group(dec: &[Decoded6], acts: &PackedActs, g: usize) -> [[f32; TOKEN_GROUP]; R] {
+        // SAFETY: the caller guarantees the CPU features and the packed arrays.
+        unsafe { group6(dec, acts, g) }
     }
 }
 
@@ -211,7 +274,7 @@ unsafe fn dpwssd(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
 /// One Q6_K super-block of one weight row, decoded.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-struct Decoded6 {
+pub(super) struct Decoded6 {
     /// Quants 0..256 as unsigned bytes (0..64, the −32 offset not applied), element order.
     q: [u8; 256],
     /// Scale of each group of 16, as i32.
@@ -225,65 +288,6 @@ impl Default for Decoded6 {
             q: [0; 256],
             sc: [0; 16],
             d: 0.0,
-        }
-    }
-}
-
-/// The tile-kernel entry for Q6_K, as [`gemm`] for Q4_K. Per group of 16 quants the exact
-/// sums `Σ q·y − 32·Σ y` (|·| ≤ 16·32·128, too wide for the i16 trick) are scaled with
-/// `vpmulld`.
-///
-/// # Safety
-/// As for [`gemm`].
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) unsafe fn gemm_q6k(
-    dot: fn(&[u8], &[u8]) -> f32,
-    w: &[u8],
-    rows: usize,
-    acts: &PackedActs,
-    pairs: Range<usize>,
-    out: &mut [f32],
-    t_stride: usize,
-    r_stride: usize,
-) {
-    let nsb = acts.n_blocks;
-    let row_bytes = w.len() / rows;
-    let t_begin = 2 * pairs.start;
-    let t_end = (2 * pairs.end).min(acts.n_tokens);
-    let groups = t_end.div_ceil(TOKEN_GROUP);
-    assert!(acts.tq.len() >= groups * nsb * 256 * TOKEN_GROUP);
-    assert!(acts.tbs.len() >= groups * nsb * 16 * TOKEN_GROUP);
-    let full_r = rows / R * R;
-    let mut dec = vec![Decoded6::default(); R * nsb];
-    for r0 in (0..full_r).step_by(R) {
-        for r in 0..R {
-            let blocks = as_blocks::<BlockQ6K>(&w[(r0 + r) * row_bytes..][..row_bytes]);
-            for (sb, x) in blocks.iter().enumerate() {
-                // SAFETY: the caller guarantees the CPU features.
-                dec[sb * R + r] = unsafe { decode6(x) };
-            }
-        }
-        for g in t_begin / TOKEN_GROUP..groups {
-            // SAFETY: as above; `group6` reads within the assertions above.
-            let sums = unsafe { group6(&dec, acts, g) };
-            for (r, v) in sums.iter().enumerate() {
-                for (i, &x) in v.iter().enumerate() {
-                    let t = g * TOKEN_GROUP + i;
-                    if t >= t_begin && t < t_end {
-                        out[(t - t_begin) * t_stride + (r0 + r) * r_stride] = x;
-                    }
-                }
-            }
-        }
-    }
-    let act_bytes = acts.raw_stride;
-    for r in full_r..rows {
-        for t in t_begin..t_end {
-            out[(t - t_begin) * t_stride + r * r_stride] = dot(
-                &w[r * row_bytes..][..row_bytes],
-                &acts.raw[t * act_bytes..][..act_bytes],
-            );
         }
     }
 }
