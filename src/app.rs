@@ -10,6 +10,7 @@ use crate::model::Model;
 use crate::perplexity::perplexity;
 use crate::sampling::grammar::json_schema;
 use crate::sampling::{Grammar, Sampler, SamplerKind, SamplingParams, TokenVocab};
+use crate::timings::RunClock;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use anyhow::{bail, Context, Result};
 use std::io::Write;
@@ -83,10 +84,12 @@ pub fn prompt_text(cli: &Cli) -> Result<Option<String>> {
 
 /// Runs the mode the command line asks for; `own` is our executable's ZIP, if any.
 pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
+    let mut clock = RunClock::start();
     let threads = cli.threads.unwrap_or_else(default_threads).max(1);
     crate::pool::init(threads);
     let name = model_name(cli, own)?;
     let loaded = load_model(&name, own)?;
+    clock.mark_loaded();
     if cli.verbose {
         let c = &loaded.model.config;
         eprintln!(
@@ -134,7 +137,7 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
     let Some(text) = prompt else {
         bail!("no prompt given: use -p TEXT or -f FILE")
     };
-    run_generate(cli, &loaded, &text)
+    run_generate(cli, &loaded, &text, clock)
 }
 
 fn default_threads() -> usize {
@@ -178,7 +181,7 @@ fn run_perplexity(cli: &Cli, loaded: &Loaded, text: &str) -> Result<()> {
     Ok(())
 }
 
-fn run_generate(cli: &Cli, loaded: &Loaded, text: &str) -> Result<()> {
+fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> Result<()> {
     let tok = &loaded.tokenizer;
     let prompt = tok.encode(text, true, true);
     let n_ctx = context_size(cli, &loaded.model);
@@ -207,6 +210,7 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str) -> Result<()> {
     let mut sampler = Sampler::new(params, Arc::new(TokenVocab::new(tok)));
     let mut session = Session::new(&loaded.model, n_ctx, cli.batch_size);
     let logits = session.feed(&prompt, false);
+    clock.mark_prompt(prompt.len());
     let mut out = std::io::stdout().lock();
     let mut decoder = StreamDecoder::new();
     let mut write_err = None;
@@ -216,6 +220,7 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str) -> Result<()> {
         cli.n_predict,
         |id| tok.is_eog(id),
         |ev| {
+            clock.mark_token();
             if let Some(t) = trace.as_mut() {
                 if let Err(e) = write_trace(t, tok, ev.id, ev.logits) {
                     write_err = Some(e);
@@ -243,6 +248,9 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str) -> Result<()> {
     }
     if let Some(e) = write_err {
         return Err(e).context("cannot write the trace file");
+    }
+    if cli.verbose {
+        eprintln!("\n{}", clock.report_now());
     }
     Ok(())
 }

@@ -20,4 +20,5 @@ pub mod pool;
 pub mod quant;
 pub mod sampling;
 pub mod server;
+pub mod timings;
 pub mod tokenizer;

@@ -349,3 +349,38 @@ fn prompt_longer_than_context() {
         "context",
     );
 }
+
+#[test]
+fn verbose_reports_time_to_first_token() {
+    let Some(m) = model_path(SMOLLM) else { return };
+    let out = llamafile(&[
+        "-m",
+        m.to_str().unwrap(),
+        "-p",
+        "The capital of France is",
+        "-n",
+        "3",
+        "--temp",
+        "0",
+        "--verbose",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("first token at"))
+        .unwrap_or_else(|| panic!("no timing summary in {stderr}"));
+    // Three tokens generated: the first from the prompt's logits, two from the decode loop.
+    let n_prompt = tokenize(&m, &["-p", "The capital of France is"]).len();
+    assert!(
+        line.contains(&format!("prompt {n_prompt} tokens in")),
+        "{line}"
+    );
+    assert!(line.contains("generation 2 tokens in"), "{line}");
+    let ms = |key: &str| -> f64 {
+        let rest = &line[line.find(key).unwrap() + key.len()..];
+        rest.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let (load, first, total) = (ms("load "), ms("first token at "), ms("total "));
+    assert!(load <= first && first <= total, "{line}");
+}
