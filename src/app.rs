@@ -85,7 +85,10 @@ pub fn prompt_text(cli: &Cli) -> Result<Option<String>> {
 /// Runs the mode the command line asks for; `own` is our executable's ZIP, if any.
 pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
     let mut clock = RunClock::start();
-    let threads = cli.threads.unwrap_or_else(default_threads).max(1);
+    let threads = cli
+        .threads
+        .unwrap_or_else(crate::cores::physical_cores)
+        .max(1);
     crate::pool::init(threads);
     let name = model_name(cli, own)?;
     let loaded = load_model(&name, own)?;
@@ -138,12 +141,6 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
         bail!("no prompt given: use -p TEXT or -f FILE")
     };
     run_generate(cli, &loaded, &text, clock)
-}
-
-fn default_threads() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
 }
 
 fn context_size(cli: &Cli, model: &Model) -> usize {

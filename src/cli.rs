@@ -46,7 +46,7 @@ pub struct Cli {
     #[arg(long = "ubatch-size", default_value_t = 512)]
     pub ubatch_size: usize,
 
-    /// Threads (default: the number of CPU cores).
+    /// Compute threads (default: the physical cores this process may use).
     #[arg(short = 't', long = "threads")]
     pub threads: Option<usize>,
 

@@ -9,6 +9,7 @@ pub mod bench;
 pub mod bundle;
 pub mod chat;
 pub mod cli;
+pub mod cores;
 pub mod escapes;
 pub mod generate;
 pub mod gguf;

@@ -258,14 +258,9 @@ pub fn init(threads: usize) -> bool {
     GLOBAL.get_or_init(|| Pool::new(threads)).threads() == threads.max(1)
 }
 
-/// The process-wide pool, sized by [`init`] or, failing that, to the machine's cores.
+/// The process-wide pool, sized by [`init`] or, failing that, to the machine's physical cores.
 pub fn global() -> &'static Pool {
-    GLOBAL.get_or_init(|| Pool::new(default_threads()))
-}
-
-/// One thread per core the process may use.
-pub fn default_threads() -> usize {
-    thread::available_parallelism().map_or(1, |n| n.get())
+    GLOBAL.get_or_init(|| Pool::new(crate::cores::physical_cores()))
 }
 
 #[cfg(test)]
