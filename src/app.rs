@@ -170,7 +170,7 @@ fn run_perplexity(cli: &Cli, loaded: &Loaded, text: &str) -> Result<()> {
         &loaded.model,
         &tokens,
         n_ctx,
-        cli.batch_size,
+        cli.forward_batch(),
         bos,
         &mut std::io::stdout(),
     )?;
@@ -205,7 +205,7 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
     };
     let params = sampling_from_cli(cli, seed)?;
     let mut sampler = Sampler::new(params, Arc::new(TokenVocab::new(tok)));
-    let mut session = Session::new(&loaded.model, n_ctx, cli.batch_size);
+    let mut session = Session::new(&loaded.model, n_ctx, cli.forward_batch());
     let logits = session.feed(&prompt, false);
     clock.mark_prompt(prompt.len());
     let mut out = std::io::stdout().lock();

@@ -42,7 +42,8 @@ pub struct Cli {
     #[arg(short = 'b', long = "batch-size", default_value_t = 2048)]
     pub batch_size: usize,
 
-    /// Physical batch size (accepted for compatibility; prefill uses --batch-size chunks).
+    /// Physical batch size: most tokens one forward pass computes (prompts are fed in chunks of
+    /// the smaller of this and --batch-size).
     #[arg(long = "ubatch-size", default_value_t = 512)]
     pub ubatch_size: usize,
 
@@ -279,6 +280,14 @@ pub struct Cli {
     /// Server: connection worker threads (also the most connections served at once).
     #[arg(long = "threads-http", default_value_t = 64)]
     pub threads_http: usize,
+}
+
+impl Cli {
+    /// Most tokens fed to one forward pass: llama.cpp splits a batch into micro-batches of
+    /// `--ubatch-size`, and which attention path a pass takes depends on its length.
+    pub fn forward_batch(&self) -> usize {
+        self.ubatch_size.min(self.batch_size).max(1)
+    }
 }
 
 /// llama.cpp's multi-letter single-dash flags and the long flags they mean.

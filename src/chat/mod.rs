@@ -41,7 +41,7 @@ pub fn run_from_cli(
         system,
         sampling: crate::app::sampling_from_cli(cli, seed)?,
         n_ctx,
-        n_batch: cli.batch_size,
+        n_batch: cli.forward_batch(),
         n_predict: cli.n_predict,
     };
     let stdin = std::io::stdin();

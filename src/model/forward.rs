@@ -4,7 +4,7 @@
 use super::{Config, FfnActivation, Layer, Model};
 use crate::kv_cache::KvCache;
 use crate::ops::activation::{geglu, swiglu};
-use crate::ops::attention::{attend_one_head, AttnShape};
+use crate::ops::attention::{attend_one_head, tiled, AttnShape};
 use crate::ops::norm::{rms_norm_rows, rms_norm_rows_into};
 use crate::ops::rope::Rope;
 use crate::ops::{matmul, QMat};
@@ -145,26 +145,49 @@ impl Model {
             head_dim: hd,
             scale: cfg.attn_scale,
         };
-        let group = cfg.n_head / cfg.n_head_kv;
         let caches: &[KvCache] = caches;
-        let q = &s.q;
-        pool::global().for_each_chunk(&mut s.attn, hd, |c, out| {
-            let (t, head) = (c / cfg.n_head, c % cfg.n_head);
-            let pos = batch.pos[t];
-            let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
-            let cache = &caches[batch.seq[t]];
-            let qh = &q[t * q_dim + head * hd..][..hd];
-            attend_one_head(
-                &shape,
-                qh,
-                cache.keys(il),
-                cache.values(il),
-                head / group,
-                first,
-                pos,
-                out,
-            );
-        });
+        if n >= tiled::MIN_TOKENS {
+            // One call per run of consecutive tokens of the same sequence.
+            let mut t = 0;
+            while t < n {
+                let seq = batch.seq[t];
+                let end = (t..n).find(|&u| batch.seq[u] != seq).unwrap_or(n);
+                let queries = tiled::Queries {
+                    q: &s.q[t * q_dim..end * q_dim],
+                    pos: &batch.pos[t..end],
+                    window,
+                };
+                let cache = &caches[seq];
+                tiled::attend(
+                    &shape,
+                    &queries,
+                    cache.keys(il),
+                    cache.values(il),
+                    &mut s.attn[t * q_dim..end * q_dim],
+                );
+                t = end;
+            }
+        } else {
+            let group = cfg.n_head / cfg.n_head_kv;
+            let q = &s.q;
+            pool::global().for_each_chunk(&mut s.attn, hd, |c, out| {
+                let (t, head) = (c / cfg.n_head, c % cfg.n_head);
+                let pos = batch.pos[t];
+                let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+                let cache = &caches[batch.seq[t]];
+                let qh = &q[t * q_dim + head * hd..][..hd];
+                attend_one_head(
+                    &shape,
+                    qh,
+                    cache.keys(il),
+                    cache.values(il),
+                    head / group,
+                    first,
+                    pos,
+                    out,
+                );
+            });
+        }
 
         matmul(&layer.wo.mat(file), &s.attn, n, &mut s.h);
         if let Some(w) = &layer.post_attn_norm {

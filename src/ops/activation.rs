@@ -26,48 +26,9 @@ fn swiglu_scalar(gate: &mut [f32], up: &[f32]) {
 
 #[cfg(target_arch = "x86_64")]
 mod silu_x86 {
+    pub(super) use crate::ops::expf::x86::available;
+    use crate::ops::expf::x86::v_expf;
     use std::arch::x86_64::*;
-
-    pub(super) fn available() -> bool {
-        use std::sync::OnceLock;
-        static OK: OnceLock<bool> = OnceLock::new();
-        *OK.get_or_init(|| {
-            is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512dq")
-        })
-    }
-
-    /// ggml's `ggml_v_expf` (AVX-512): a degree-5 polynomial after range reduction.
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512dq")]
-    fn v_expf(x: __m512) -> __m512 {
-        let c = |bits: u32| _mm512_set1_ps(f32::from_bits(bits));
-        let r = c(0x4b40_0000);
-        let z = _mm512_fmadd_ps(x, c(0x3fb8_aa3b), r);
-        let n = _mm512_sub_ps(z, r);
-        let b = _mm512_fnmadd_ps(n, c(0x35bf_be8e), _mm512_fnmadd_ps(n, c(0x3f31_7200), x));
-        let d = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(_mm512_abs_ps(n), _mm512_set1_ps(192.0));
-        let u = _mm512_mul_ps(b, b);
-        let j = _mm512_fmadd_ps(
-            _mm512_fmadd_ps(
-                _mm512_fmadd_ps(c(0x3c07_2010), b, c(0x3d2b_9f17)),
-                u,
-                _mm512_fmadd_ps(c(0x3e2a_af33), b, c(0x3eff_fedb)),
-            ),
-            u,
-            _mm512_fmadd_ps(c(0x3f7f_fff6), b, _mm512_set1_ps(1.0)),
-        );
-        let res = _mm512_scalef_ps(j, n);
-        if d == 0 {
-            return res;
-        }
-        let zero = _mm512_setzero_ps();
-        let alt = _mm512_mask_blend_ps(
-            _mm512_cmp_ps_mask::<_CMP_LE_OQ>(n, zero),
-            _mm512_set1_ps(f32::INFINITY),
-            zero,
-        );
-        _mm512_mask_blend_ps(d, res, alt)
-    }
 
     /// SwiGLU over the leading multiple of 16 elements; returns how many were done.
     ///

@@ -4,6 +4,7 @@
 
 pub mod activation;
 pub mod attention;
+pub mod expf;
 pub mod matmul;
 pub mod norm;
 pub mod rope;

@@ -107,7 +107,7 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
         port: cli.port,
         n_slots: cli.parallel,
         n_ctx_slot,
-        n_batch: cli.ubatch_size.min(cli.batch_size).max(1),
+        n_batch: cli.forward_batch(),
         api_key: cli.api_key.clone(),
         model_name: cli.alias.clone().unwrap_or(base),
         model_path: model_name.to_string(),

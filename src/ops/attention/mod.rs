@@ -1,12 +1,17 @@
-//! Scaled dot-product attention of a batch of query tokens over a sequence's cached keys and
-//! values (stored as f16), causal, with an optional sliding window.
+//! Scaled dot-product attention of query tokens over a sequence's cached keys and values
+//! (stored as f16), causal, with an optional sliding window.
 //!
-//! The arithmetic follows ggml's CPU flash attention (`flash_attn_ext_f16_one_chunk`, AVX-512
-//! build) operation for operation: the query rounded to f16, q·k summed in four 16-lane FMA
-//! accumulators reduced in a fixed order, an online softmax with `expf`, and the value
-//! accumulator kept in f16 and rounded after every fused multiply-add. Some models (SmolLM2 Q4_1)
-//! are chaotic at the rounding level, so matching llama.cpp token for token needs the same
-//! rounding sequence, not just the same mathematics.
+//! Two paths, chosen as llama.cpp's CPU backend chooses them, because some models (SmolLM2 Q4_1)
+//! are chaotic at the rounding level and matching llama.cpp token for token needs the same
+//! rounding sequence, not just the same mathematics:
+//! - batches under [`tiled::MIN_TOKENS`] tokens (generation, short prompts): one (token, head)
+//!   at a time, here, following ggml's `flash_attn_ext_f16_one_chunk` (AVX-512 build): the
+//!   query rounded to f16, q·k summed in four 16-lane FMA accumulators reduced in a fixed order,
+//!   an online softmax with `expf`, and the value accumulator kept in f16 and rounded after
+//!   every fused multiply-add;
+//! - longer batches (prompt processing): [`tiled`], all in f32, in ggml's tiled order.
+
+pub mod tiled;
 
 use half::f16;
 
