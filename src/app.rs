@@ -206,37 +206,62 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
     let params = sampling_from_cli(cli, seed)?;
     let mut sampler = Sampler::new(params, Arc::new(TokenVocab::new(tok)));
     let mut session = Session::new(&loaded.model, n_ctx, cli.forward_batch());
+    let draft = match &cli.spec.model_draft {
+        Some(name) => Some(
+            load_model(name, None)
+                .with_context(|| format!("cannot load the draft model {name}"))?,
+        ),
+        None => None,
+    };
+    let mut spec = crate::speculative::setup::build(
+        &cli.spec,
+        loaded,
+        draft.as_ref(),
+        n_ctx,
+        cli.forward_batch(),
+    )?;
     let logits = session.feed(&prompt, false);
     clock.mark_prompt(prompt.len());
     let mut out = std::io::stdout().lock();
     let mut decoder = StreamDecoder::new();
     let mut write_err = None;
-    session.generate(
-        logits,
-        &mut sampler,
-        cli.n_predict,
-        |id| tok.is_eog(id),
-        |ev| {
-            clock.mark_token();
-            if let Some(t) = trace.as_mut() {
-                if let Err(e) = write_trace(t, tok, ev.id, ev.logits) {
-                    write_err = Some(e);
-                    return false;
-                }
+    let on_token = |ev: &crate::generate::TokenEvent| {
+        clock.mark_token();
+        if let Some(t) = trace.as_mut() {
+            if let Err(e) = write_trace(t, tok, ev.id, ev.logits) {
+                write_err = Some(e);
+                return false;
             }
-            if !ev.is_eog {
-                let text = decoder.push(tok, ev.id);
-                if out
-                    .write_all(text.as_bytes())
-                    .and_then(|_| out.flush())
-                    .is_err()
-                {
-                    return false;
-                }
+        }
+        if !ev.is_eog {
+            let text = decoder.push(tok, ev.id);
+            if out
+                .write_all(text.as_bytes())
+                .and_then(|_| out.flush())
+                .is_err()
+            {
+                return false;
             }
-            true
-        },
-    );
+        }
+        true
+    };
+    let is_eog = |id| tok.is_eog(id);
+    match spec.as_mut() {
+        Some(spec) => {
+            crate::speculative::decode::generate(
+                &mut session,
+                logits,
+                &mut sampler,
+                cli.n_predict,
+                is_eog,
+                on_token,
+                spec,
+            );
+        }
+        None => {
+            session.generate(logits, &mut sampler, cli.n_predict, is_eog, on_token);
+        }
+    }
     let rest = decoder.flush();
     out.write_all(rest.as_bytes())?;
     out.flush()?;
@@ -248,6 +273,9 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
     }
     if cli.verbose {
         eprintln!("\n{}", clock.report_now());
+        if let Some(spec) = &spec {
+            eprintln!("llamafile: {}", spec.summary());
+        }
     }
     Ok(())
 }

@@ -34,17 +34,37 @@ pub struct Session<'m> {
     pub tokens: Vec<u32>,
     /// Largest number of tokens fed to one forward pass.
     pub n_batch: usize,
+    /// Blocks each forward pass runs (all of them, or fewer for an early-exit draft).
+    n_layers: usize,
 }
 
 impl<'m> Session<'m> {
     /// An empty session with a cache of `n_ctx` positions.
     pub fn new(model: &'m Model, n_ctx: usize, n_batch: usize) -> Session<'m> {
+        Session::with_layers(model, n_ctx, n_batch, model.config.n_layer)
+    }
+
+    /// A session that runs only the first `n_layers` blocks of `model` (an early-exit draft).
+    pub fn with_layers(
+        model: &'m Model,
+        n_ctx: usize,
+        n_batch: usize,
+        n_layers: usize,
+    ) -> Session<'m> {
+        let n_layers = n_layers.clamp(1, model.config.n_layer);
         Session {
             model,
-            cache: model.new_cache(n_ctx),
+            cache: model.new_cache_layers(n_ctx, n_layers),
             tokens: Vec::new(),
             n_batch: n_batch.max(1),
+            n_layers,
         }
+    }
+
+    /// Forgets every token after the first `keep`.
+    pub fn truncate(&mut self, keep: usize) {
+        self.tokens.truncate(keep);
+        self.cache.truncate(keep);
     }
 
     /// Feeds `tokens` after the ones already in the session and returns the logits after the
@@ -53,9 +73,11 @@ impl<'m> Session<'m> {
         let mut out = Vec::new();
         for chunk in tokens.chunks(self.n_batch) {
             let batch = Batch::sequence(chunk, self.tokens.len(), all_logits);
-            let logits = self
-                .model
-                .forward(&batch, std::slice::from_mut(&mut self.cache));
+            let logits = self.model.forward_layers(
+                &batch,
+                std::slice::from_mut(&mut self.cache),
+                self.n_layers,
+            );
             self.tokens.extend_from_slice(chunk);
             if all_logits {
                 out.extend_from_slice(&logits);

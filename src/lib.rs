@@ -21,5 +21,6 @@ pub mod pool;
 pub mod quant;
 pub mod sampling;
 pub mod server;
+pub mod speculative;
 pub mod timings;
 pub mod tokenizer;

@@ -55,6 +55,18 @@ impl Model {
     /// Panics if a token id is out of the vocabulary or a position is beyond its cache: callers
     /// validate input first.
     pub fn forward(&self, batch: &Batch, caches: &mut [KvCache]) -> Vec<f32> {
+        self.forward_layers(batch, caches, self.config.n_layer)
+    }
+
+    /// [`Model::forward`] through the first `n_layers` blocks only, then the output norm and
+    /// head: the early-exit draft of self-speculative decoding. The caches need only that many
+    /// layers.
+    pub fn forward_layers(
+        &self,
+        batch: &Batch,
+        caches: &mut [KvCache],
+        n_layers: usize,
+    ) -> Vec<f32> {
         let cfg = &self.config;
         let file = &*self.file;
         let n = batch.len();
@@ -72,7 +84,7 @@ impl Model {
             }
         }
         let mut scratch = Scratch::new(cfg, n);
-        for (il, layer) in self.weights.layers.iter().enumerate() {
+        for (il, layer) in self.weights.layers.iter().enumerate().take(n_layers) {
             self.attention_block(il, layer, batch, caches, &mut x, &mut scratch);
             self.ffn_block(layer, n, &mut x, &mut scratch);
         }

@@ -57,6 +57,11 @@ impl Model {
 
     /// A fresh KV cache for one sequence of up to `n_ctx` positions.
     pub fn new_cache(&self, n_ctx: usize) -> crate::kv_cache::KvCache {
-        crate::kv_cache::KvCache::new(self.config.n_layer, n_ctx, self.config.kv_dim())
+        self.new_cache_layers(n_ctx, self.config.n_layer)
+    }
+
+    /// A cache for the first `n_layers` blocks only (see [`Model::forward_layers`]).
+    pub fn new_cache_layers(&self, n_ctx: usize, n_layers: usize) -> crate::kv_cache::KvCache {
+        crate::kv_cache::KvCache::new(n_layers, n_ctx, self.config.kv_dim())
     }
 }
