@@ -281,6 +281,19 @@ pub struct Cli {
     #[arg(long = "threads-http", default_value_t = 64)]
     pub threads_http: usize,
 
+    /// Chat template: a built-in format name (chatml, llama2, llama3, gemma, phi3, zephyr,
+    /// vicuna, deepseek, mistral-v7) or Jinja source; replaces the model's own.
+    #[arg(long = "chat-template", value_name = "NAME|JINJA")]
+    pub chat_template: Option<String>,
+
+    /// Chat template read from a Jinja file; replaces the model's own.
+    #[arg(long = "chat-template-file", value_name = "FNAME")]
+    pub chat_template_file: Option<PathBuf>,
+
+    /// Accepted for llama.cpp compatibility: templates always run as Jinja here.
+    #[arg(long = "jinja")]
+    pub jinja: bool,
+
     #[command(flatten)]
     pub spec: SpecArgs,
 }

@@ -384,3 +384,28 @@ fn verbose_reports_time_to_first_token() {
     let (load, first, total) = (ms("load "), ms("first token at "), ms("total "));
     assert!(load <= first && first <= total, "{line}");
 }
+
+#[test]
+fn chat_template_errors_are_one_line() {
+    let Some(m) = model_path(SMOLLM) else { return };
+    let m = m.to_str().unwrap();
+    for (args, needle) in [
+        (
+            &["--chat-template", "no-such-format"][..],
+            "not a built-in format",
+        ),
+        (&["--chat-template", "{% for %}"], "does not compile"),
+        (
+            &["--chat-template-file", "/nonexistent/t.jinja"],
+            "cannot read chat template file",
+        ),
+        (
+            &["--chat-template", "chatml", "--chat-template-file", "x"],
+            "not both",
+        ),
+    ] {
+        let mut argv = vec!["-m", m, "--chat", "--port", "0"];
+        argv.extend_from_slice(args);
+        assert_one_line_error(&llamafile(&argv), needle);
+    }
+}

@@ -848,3 +848,44 @@ fn batched_greedy_answers_equal_the_ones_alone() {
     // Each slot's rows go through the same kernels whether or not other slots share the batch.
     assert_eq!(alone, together);
 }
+
+#[test]
+fn chat_template_override_by_name_jinja_or_file() {
+    let Some(model) = common::model_path(SMOLLM2) else {
+        return;
+    };
+    let messages = json!([{"role": "user", "content": "Hi"}]);
+    let prompt = |args: &[&str]| {
+        let srv = start_with(&model, args);
+        post(
+            srv.port,
+            "/apply-template",
+            &json!({ "messages": messages }),
+        )
+        .json()["prompt"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // SmolLM2's own template is ChatML with a default system turn.
+    assert!(prompt(&["-np", "1"]).starts_with("<|im_start|>system\n"));
+    assert_eq!(
+        prompt(&["-np", "1", "--chat-template", "phi3"]),
+        "<|user|>\nHi<|end|>\n<|assistant|>\n"
+    );
+    assert_eq!(
+        prompt(&[
+            "-np",
+            "1",
+            "--jinja",
+            "--chat-template",
+            "{% for m in messages %}[{{ m.content }}]{% endfor %}"
+        ]),
+        "[Hi]"
+    );
+    let file = std::env::temp_dir().join(format!("llamafile-tmpl-{}.jinja", std::process::id()));
+    std::fs::write(&file, "{{ bos_token }}{{ messages[0].content }}!").unwrap();
+    let from_file = prompt(&["-np", "1", "--chat-template-file", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    assert!(from_file.ends_with("Hi!"), "{from_file:?}");
+}

@@ -12,8 +12,11 @@
 //! assert_eq!(text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 //! ```
 
+mod builtin;
 mod template;
 mod terminal;
+
+pub use builtin::{builtin, names as builtin_names};
 
 pub use template::{ChatError, ChatTemplate, Message, CHATML};
 pub use terminal::{run_chat, ChatOptions};
@@ -28,7 +31,10 @@ pub fn run_from_cli(
     system: Option<String>,
     n_ctx: usize,
 ) -> anyhow::Result<()> {
-    let template = ChatTemplate::from_gguf(&loaded.model.file, &loaded.tokenizer)?;
+    let template = match template_override(cli, &loaded.tokenizer)? {
+        Some(t) => t,
+        None => ChatTemplate::from_gguf(&loaded.model.file, &loaded.tokenizer)?,
+    };
     let seed = if cli.seed < 0 {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -53,4 +59,35 @@ pub fn run_from_cli(
         &mut stdin.lock(),
         &mut std::io::stdout(),
     )
+}
+
+/// The template `--chat-template` or `--chat-template-file` asks for, if either was given.
+pub fn template_override(
+    cli: &Cli,
+    tok: &crate::tokenizer::Tokenizer,
+) -> anyhow::Result<Option<ChatTemplate>> {
+    use anyhow::Context;
+    let (source, origin) = match (&cli.chat_template_file, &cli.chat_template) {
+        (Some(_), Some(_)) => {
+            anyhow::bail!("give --chat-template or --chat-template-file, not both")
+        }
+        (Some(path), None) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read chat template file {}", path.display()))?;
+            (text, format!("--chat-template-file {}", path.display()))
+        }
+        (None, Some(name)) => match builtin(name) {
+            Some(src) => (src.to_string(), format!("--chat-template {name}")),
+            None if name.contains("{{") || name.contains("{%") => {
+                (name.clone(), "--chat-template".to_string())
+            }
+            None => anyhow::bail!(
+                "--chat-template {name:?}: not a built-in format ({}) nor a Jinja template",
+                builtin_names()
+            ),
+        },
+        (None, None) => return Ok(None),
+    };
+    let template = ChatTemplate::for_tokenizer(&source, tok).with_context(|| origin.clone())?;
+    Ok(Some(template))
 }

@@ -74,11 +74,16 @@ impl ChatTemplate {
 
     /// The model's own template (`tokenizer.chat_template`), or ChatML when it has none.
     pub fn from_gguf(file: &GgufFile, tok: &Tokenizer) -> Result<ChatTemplate, ChatError> {
+        let source = file.get_str("tokenizer.chat_template").unwrap_or(CHATML);
+        ChatTemplate::for_tokenizer(source, tok)
+    }
+
+    /// Compiles `source` with the BOS and EOS texts of `tok`.
+    pub fn for_tokenizer(source: &str, tok: &Tokenizer) -> Result<ChatTemplate, ChatError> {
         let text = |id: Option<u32>| {
             id.map(|id| String::from_utf8_lossy(tok.token_to_piece(id, true)).into_owned())
                 .unwrap_or_default()
         };
-        let source = file.get_str("tokenizer.chat_template").unwrap_or(CHATML);
         ChatTemplate::new(source, &text(tok.bos()), &text(tok.eos()))
     }
 

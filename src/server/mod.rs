@@ -123,7 +123,8 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
 /// `--server` (or no prompt): serves `loaded` as the command line says, until the process ends.
 pub fn serve_from_cli(cli: &Cli, loaded: Loaded, model_name: &str, n_ctx: usize) -> Result<()> {
     let config = config_from_cli(cli, model_name, n_ctx)?;
-    serve(loaded, config)
+    let template = crate::chat::template_override(cli, &loaded.tokenizer)?;
+    serve(loaded, config, template)
 }
 
 /// Binds `host:port`, or the next free port up to `port + 10` when it is taken.
@@ -145,11 +146,16 @@ pub fn bind(host: &str, port: u16) -> Result<TcpListener> {
 }
 
 /// Serves until the process ends.
-pub fn serve(loaded: Loaded, config: ServerConfig) -> Result<()> {
-    let template = ChatTemplate::from_gguf(&loaded.model.file, &loaded.tokenizer).or_else(|e| {
-        eprintln!("llamafile: {e}; using ChatML instead");
-        Ok::<_, anyhow::Error>(ChatTemplate::chatml())
-    })?;
+pub fn serve(loaded: Loaded, config: ServerConfig, template: Option<ChatTemplate>) -> Result<()> {
+    let template = match template {
+        Some(t) => t,
+        None => {
+            ChatTemplate::from_gguf(&loaded.model.file, &loaded.tokenizer).unwrap_or_else(|e| {
+                eprintln!("llamafile: {e}; using ChatML instead");
+                ChatTemplate::chatml()
+            })
+        }
+    };
     let listener = bind(&config.host, config.port)?;
     let addr = listener.local_addr()?;
     let loaded = Arc::new(loaded);
