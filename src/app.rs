@@ -206,6 +206,9 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
     let params = sampling_from_cli(cli, seed)?;
     let mut sampler = Sampler::new(params, Arc::new(TokenVocab::new(tok)));
     let mut session = Session::new(&loaded.model, n_ctx, cli.forward_batch());
+    session.context_shift = cli
+        .context_shift
+        .then(|| crate::generate::keep_tokens(cli.keep, &prompt, tok.bos()));
     let draft = match &cli.spec.model_draft {
         Some(name) => Some(
             load_model(name, None)

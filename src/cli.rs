@@ -281,6 +281,19 @@ pub struct Cli {
     #[arg(long = "threads-http", default_value_t = 64)]
     pub threads_http: usize,
 
+    /// When the context fills, drop the older half of the tokens after --keep and go on
+    /// (keys of the rest are re-rotated for their new positions) instead of stopping.
+    #[arg(long = "context-shift", overrides_with = "no_context_shift")]
+    pub context_shift: bool,
+
+    /// A full context ends generation (the default).
+    #[arg(long = "no-context-shift", overrides_with = "context_shift")]
+    pub no_context_shift: bool,
+
+    /// Tokens of the prompt a context shift keeps (-1: the whole prompt; BOS is kept too).
+    #[arg(long = "keep", default_value_t = 0, allow_negative_numbers = true)]
+    pub keep: i64,
+
     /// Chat template: a built-in format name (chatml, llama2, llama3, gemma, phi3, zephyr,
     /// vicuna, deepseek, mistral-v7) or Jinja source; replaces the model's own.
     #[arg(long = "chat-template", value_name = "NAME|JINJA")]

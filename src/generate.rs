@@ -6,6 +6,36 @@ use crate::kv_cache::KvCache;
 use crate::model::{Batch, Model};
 use crate::sampling::Sampler;
 
+/// Context shift of one sequence (`tokens`, whose keys and values are in `cache`): the first
+/// `keep` tokens stay, the older half of the others goes, and the rest move down. False when
+/// nothing could be dropped.
+pub fn shift_context(
+    model: &Model,
+    cache: &mut KvCache,
+    tokens: &mut Vec<u32>,
+    keep: usize,
+) -> bool {
+    let keep = keep.min(tokens.len());
+    let discard = (tokens.len() - keep) / 2;
+    if discard == 0 {
+        return false;
+    }
+    model.shift_cache(cache, keep, discard);
+    tokens.drain(keep..keep + discard);
+    true
+}
+
+/// Leading tokens a context shift keeps for `prompt`, as llama.cpp counts `--keep`/`n_keep`:
+/// that many prompt tokens after its BOS, or the whole prompt for -1 (or more than it has).
+pub fn keep_tokens(n_keep: i64, prompt: &[u32], bos: Option<u32>) -> usize {
+    let has_bos = bos.is_some_and(|b| prompt.first() == Some(&b));
+    if n_keep < 0 || n_keep as usize > prompt.len() {
+        prompt.len()
+    } else {
+        (n_keep as usize + has_bos as usize).min(prompt.len())
+    }
+}
+
 /// Why generation ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopReason {
@@ -36,6 +66,9 @@ pub struct Session<'m> {
     pub n_batch: usize,
     /// Blocks each forward pass runs (all of them, or fewer for an early-exit draft).
     n_layers: usize,
+    /// Context shift when the context fills: keep this many leading tokens, drop half of the
+    /// rest (`--context-shift`, `--keep`). `None`: a full context ends generation.
+    pub context_shift: Option<usize>,
 }
 
 impl<'m> Session<'m> {
@@ -58,6 +91,7 @@ impl<'m> Session<'m> {
             tokens: Vec::new(),
             n_batch: n_batch.max(1),
             n_layers,
+            context_shift: None,
         }
     }
 
@@ -93,6 +127,18 @@ impl<'m> Session<'m> {
         self.cache.n_ctx() - self.tokens.len()
     }
 
+    /// Frees room by a context shift if the context is full and shifting is on: the first
+    /// `keep` tokens stay, half of the others (the oldest) go. False when no room could be made.
+    pub fn make_room(&mut self) -> bool {
+        if self.remaining() > 0 {
+            return true;
+        }
+        let Some(keep) = self.context_shift else {
+            return false;
+        };
+        shift_context(self.model, &mut self.cache, &mut self.tokens, keep)
+    }
+
     /// Samples up to `n_predict` tokens (negative: until end or full context) starting from
     /// `logits`, calling `on_token` for each; `on_token` returning false cancels.
     pub fn generate(
@@ -121,7 +167,7 @@ impl<'m> Session<'m> {
             if eog {
                 return StopReason::EndOfGeneration;
             }
-            if self.remaining() == 0 {
+            if !self.make_room() {
                 return StopReason::ContextFull;
             }
             logits = self.feed(&[id], false);

@@ -49,6 +49,35 @@ impl KvCache {
         self.len = self.len.min(keep);
     }
 
+    /// Context shift: drops positions `keep..keep + discard` and moves the later ones down by
+    /// `discard`; `fix_key(layer, key)` re-encodes each moved key for its new position.
+    pub fn shift(
+        &mut self,
+        keep: usize,
+        discard: usize,
+        mut fix_key: impl FnMut(usize, &mut [f32]),
+    ) {
+        let end = self.len;
+        assert!(keep + discard <= end, "kv cache: shift past the end");
+        let d = self.kv_dim;
+        let mut row = vec![0f32; d];
+        for layer in 0..self.keys.len() {
+            let keys = &mut self.keys[layer];
+            keys.copy_within((keep + discard) * d..end * d, keep * d);
+            for k in keys[keep * d..(end - discard) * d].chunks_exact_mut(d) {
+                for (r, h) in row.iter_mut().zip(k.iter()) {
+                    *r = h.to_f32();
+                }
+                fix_key(layer, &mut row);
+                for (h, r) in k.iter_mut().zip(&row) {
+                    *h = f16::from_f32(*r);
+                }
+            }
+            self.values[layer].copy_within((keep + discard) * d..end * d, keep * d);
+        }
+        self.len = end - discard;
+    }
+
     /// Stores one position's key and value rows for `layer`.
     pub fn store(&mut self, layer: usize, pos: usize, key: &[f32], value: &[f32]) {
         assert!(
@@ -98,5 +127,26 @@ mod tests {
         assert_eq!(c.values(1)[5].to_f32(), 4.0);
         c.truncate(1);
         assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn shift_drops_a_range_and_fixes_moved_keys() {
+        let mut c = KvCache::new(2, 8, 2);
+        for p in 0..6 {
+            for layer in 0..2 {
+                let v = (10 * p + layer) as f32;
+                c.store(layer, p, &[v, -v], &[v + 0.5, 0.0]);
+            }
+            c.mark_filled(p);
+        }
+        // keep 1, drop positions 1..3; keys of moved rows get +1000 from the fix-up
+        c.shift(1, 2, |_, k| k.iter_mut().for_each(|x| *x += 1000.0));
+        assert_eq!(c.len(), 4);
+        let key = |layer: usize, p: usize| c.keys(layer)[p * 2].to_f32();
+        let value = |layer: usize, p: usize| c.values(layer)[p * 2].to_f32();
+        assert_eq!(key(0, 0), 0.0);
+        assert_eq!(key(1, 0), 1.0);
+        assert_eq!([key(0, 1), key(0, 2), key(0, 3)], [1030.0, 1040.0, 1050.0]);
+        assert_eq!([value(1, 1), value(1, 2), value(1, 3)], [31.5, 41.5, 51.5]);
     }
 }

@@ -889,3 +889,18 @@ fn chat_template_override_by_name_jinja_or_file() {
     let _ = std::fs::remove_file(&file);
     assert!(from_file.ends_with("Hi!"), "{from_file:?}");
 }
+
+#[test]
+fn a_full_slot_shifts_its_context_when_asked() {
+    let Some(model) = common::model_path(SMOLLM2) else {
+        return;
+    };
+    let body = json!({"prompt": "Once upon a time", "n_predict": 120, "temperature": 0});
+    let predicted = |args: &[&str]| {
+        let srv = start_with(&model, args);
+        let r = post(srv.port, "/completion", &body).json();
+        r["tokens_predicted"].as_u64().unwrap()
+    };
+    assert!(predicted(&["-np", "1", "-c", "64"]) < 64);
+    assert_eq!(predicted(&["-np", "1", "-c", "64", "--context-shift"]), 120);
+}

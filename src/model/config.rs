@@ -163,6 +163,20 @@ impl Config {
     }
 
     /// The sliding window of layer `il`, or `None` for a global layer.
+    /// The rotary embedding of layer `il` (sliding-window layers have their own base).
+    pub fn layer_rope(&self, il: usize) -> crate::ops::rope::Rope {
+        crate::ops::rope::Rope {
+            style: self.rope_style,
+            n_dims: self.rope_dims,
+            freq_base: if self.layer_window(il).is_some() {
+                self.rope_base_local
+            } else {
+                self.rope_base
+            },
+            freq_scale: self.rope_freq_scale,
+        }
+    }
+
     pub fn layer_window(&self, il: usize) -> Option<usize> {
         let w = self.sliding_window?;
         (!(il + 1).is_multiple_of(self.swa_period)).then_some(w)

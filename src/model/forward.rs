@@ -6,7 +6,6 @@ use crate::kv_cache::KvCache;
 use crate::ops::activation::{geglu, swiglu};
 use crate::ops::attention::{attend_one_head, tiled, AttnShape};
 use crate::ops::norm::{rms_norm_rows, rms_norm_rows_into};
-use crate::ops::rope::Rope;
 use crate::ops::{matmul, QMat};
 use crate::pool;
 
@@ -127,16 +126,7 @@ impl Model {
             rms_norm_rows(&mut s.k, kn, hd, cfg.rms_eps);
         }
         let window = cfg.layer_window(il);
-        let rope = Rope {
-            style: cfg.rope_style,
-            n_dims: cfg.rope_dims,
-            freq_base: if window.is_some() {
-                cfg.rope_base_local
-            } else {
-                cfg.rope_base
-            },
-            freq_scale: cfg.rope_freq_scale,
-        };
+        let rope = cfg.layer_rope(il);
         for t in 0..n {
             let cs = rope.cos_sin(batch.pos[t]);
             rope.apply_with(&mut s.q[t * q_dim..(t + 1) * q_dim], hd, &cs);

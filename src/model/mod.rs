@@ -60,6 +60,16 @@ impl Model {
         self.new_cache_layers(n_ctx, self.config.n_layer)
     }
 
+    /// Context shift of `cache`: forgets positions `keep..keep + discard` and moves the rest
+    /// down, re-rotating their keys for their new positions.
+    pub fn shift_cache(&self, cache: &mut crate::kv_cache::KvCache, keep: usize, discard: usize) {
+        let cfg = &self.config;
+        let ropes: Vec<_> = (0..cfg.n_layer).map(|il| cfg.layer_rope(il)).collect();
+        cache.shift(keep, discard, |layer, key| {
+            ropes[layer].unrotate(key, cfg.head_dim, discard)
+        });
+    }
+
     /// A cache for the first `n_layers` blocks only (see [`Model::forward_layers`]).
     pub fn new_cache_layers(&self, n_ctx: usize, n_layers: usize) -> crate::kv_cache::KvCache {
         crate::kv_cache::KvCache::new(n_layers, n_ctx, self.config.kv_dim())

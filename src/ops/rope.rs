@@ -40,6 +40,17 @@ impl Rope {
         self.apply_with(x, head_dim, &cs);
     }
 
+    /// Rotates every head in `x` back by `delta` positions: a key rotated for position `p`
+    /// becomes the key for `p - delta` (rotations compose; llama.cpp shifts its cache alike).
+    pub fn unrotate(&self, x: &mut [f32], head_dim: usize, delta: usize) {
+        let cs: Vec<(f32, f32)> = self
+            .cos_sin(delta)
+            .into_iter()
+            .map(|(c, s)| (c, -s))
+            .collect();
+        self.apply_with(x, head_dim, &cs);
+    }
+
     /// Like [`Rope::apply`] with a precomputed [`Rope::cos_sin`] table.
     pub fn apply_with(&self, x: &mut [f32], head_dim: usize, cs: &[(f32, f32)]) {
         let half = self.n_dims / 2;
@@ -74,6 +85,26 @@ mod tests {
         let mut x = vec![1.0, 2.0, 3.0, 4.0];
         rope.apply(&mut x, 4, 0);
         assert_eq!(x, vec![1.0, 2.0, 3.0, 4.0]);
+    }
+
+    #[test]
+    fn unrotate_moves_a_key_back() {
+        for style in [RopeStyle::Normal, RopeStyle::Neox] {
+            let rope = Rope {
+                style,
+                n_dims: 8,
+                freq_base: 10000.0,
+                freq_scale: 1.0,
+            };
+            let x: Vec<f32> = (0..16).map(|i| i as f32 * 0.37 - 2.0).collect();
+            let (mut at_90, mut at_60) = (x.clone(), x.clone());
+            rope.apply(&mut at_90, 8, 90);
+            rope.apply(&mut at_60, 8, 60);
+            rope.unrotate(&mut at_90, 8, 30);
+            for (a, b) in at_90.iter().zip(&at_60) {
+                assert!((a - b).abs() < 1e-4, "{a} vs {b}");
+            }
+        }
     }
 
     #[test]

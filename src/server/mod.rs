@@ -63,6 +63,9 @@ pub struct ServerConfig {
     pub http_threads: usize,
     pub limits: Limits,
     pub open_browser: bool,
+    /// `--context-shift` and `--keep`.
+    pub context_shift: bool,
+    pub n_keep: i64,
 }
 
 /// What every handler sees.
@@ -117,6 +120,8 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
         http_threads: cli.threads_http.max(1),
         limits: Limits::default(),
         open_browser: !cli.nobrowser,
+        context_shift: cli.context_shift,
+        n_keep: cli.keep,
     })
 }
 
@@ -166,6 +171,8 @@ pub fn serve(loaded: Loaded, config: ServerConfig, template: Option<ChatTemplate
             n_slots: config.n_slots,
             n_ctx_slot: config.n_ctx_slot,
             n_batch: config.n_batch,
+            context_shift: config.context_shift,
+            n_keep: config.n_keep,
         },
         metrics.clone(),
     );

@@ -9,6 +9,7 @@ use super::error::ApiError;
 use super::metrics::Metrics;
 use super::slots::{pick_slot, Event, Finish, GenParams, Job, Slot, Summary, TextStep};
 use crate::app::Loaded;
+use crate::generate::{keep_tokens, shift_context};
 use crate::kv_cache::KvCache;
 use crate::model::Batch;
 use crate::sampling::{logprobs, TokenVocab};
@@ -26,6 +27,10 @@ pub struct SchedulerOptions {
     pub n_ctx_slot: usize,
     /// Most tokens in one forward pass.
     pub n_batch: usize,
+    /// `--context-shift`: a full slot drops old tokens instead of ending the request.
+    pub context_shift: bool,
+    /// `--keep`: prompt tokens a context shift keeps (-1: the whole prompt).
+    pub n_keep: i64,
 }
 
 /// A slot as `/slots` shows it.
@@ -287,7 +292,15 @@ impl Worker {
                 finish = Some(Finish::StopWord(word));
             } else if n_predict >= 0 && a.n_decoded as i64 >= n_predict {
                 finish = Some(Finish::Length);
-            } else if slot.tokens.len() >= n_ctx {
+            } else if slot.tokens.len() >= n_ctx
+                && !(self.options.context_shift
+                    && shift_context(
+                        &self.loaded.model,
+                        &mut self.caches[i],
+                        &mut slot.tokens,
+                        keep_tokens(self.options.n_keep, &a.job.prompt, tok.bos()),
+                    ))
+            {
                 finish = Some(Finish::ContextFull);
             } else {
                 a.next_token = Some(id);

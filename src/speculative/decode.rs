@@ -47,7 +47,7 @@ pub fn generate(
         if n_predict >= 0 && produced >= n_predict {
             return StopReason::Length;
         }
-        if session.remaining() == 0 {
+        if !session.make_room() {
             return StopReason::ContextFull;
         }
         // `id` is emitted but not yet fed. Room for it plus the draft, and no more drafted
