@@ -904,3 +904,44 @@ fn a_full_slot_shifts_its_context_when_asked() {
     assert!(predicted(&["-np", "1", "-c", "64"]) < 64);
     assert_eq!(predicted(&["-np", "1", "-c", "64", "--context-shift"]), 120);
 }
+
+#[test]
+fn ngram_drafts_leave_answers_unchanged() {
+    let Some(model) = common::model_path(SMOLLM2) else {
+        return;
+    };
+    let code = "def total(items):\n    s = 0\n    for item in items:\n        s += item.price * item.count\n    return s\n";
+    let body = json!({
+        "messages": [{"role": "user", "content": format!("Repeat this code exactly:\n{code}")}],
+        "temperature": 0,
+        "max_tokens": 60,
+    });
+    let answer = |args: &[&str]| {
+        let srv = start_with(&model, args);
+        let r = post(srv.port, "/v1/chat/completions", &body).json();
+        let text = r["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        (text, r["timings"].clone())
+    };
+    let (plain, timings) = answer(&["-np", "1"]);
+    assert!(timings.get("draft_n").is_none(), "{timings}");
+    let (spec, timings) = answer(&[
+        "-np",
+        "1",
+        "--spec-type",
+        "ngram-simple",
+        "--spec-ngram-simple-size-n",
+        "2",
+        "--draft-max",
+        "6",
+    ]);
+    assert_eq!(spec, plain);
+    assert!(!plain.is_empty());
+    let (n, ok) = (
+        timings["draft_n"].as_u64().unwrap(),
+        timings["draft_n_accepted"].as_u64().unwrap(),
+    );
+    assert!(ok > 0 && ok <= n, "{timings}");
+}

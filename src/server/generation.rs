@@ -450,7 +450,7 @@ pub fn timings(s: &Summary) -> Value {
     let per = |n: f64, ms: f64| if n > 0.0 { ms / n } else { 0.0 };
     let rate = |n: f64, ms: f64| if ms > 0.0 { 1e3 * n / ms } else { 0.0 };
     let predicted = s.n_predicted as f64;
-    json!({
+    let mut v = json!({
         "prompt_n": s.n_prompt - s.n_cached,
         "prompt_ms": s.prompt_ms,
         "prompt_per_token_ms": per(evaluated, s.prompt_ms),
@@ -460,7 +460,12 @@ pub fn timings(s: &Summary) -> Value {
         "predicted_per_token_ms": per(predicted, s.predicted_ms),
         "predicted_per_second": rate(predicted, s.predicted_ms),
         "cache_n": s.n_cached,
-    })
+    });
+    if s.draft_n > 0 {
+        v["draft_n"] = json!(s.draft_n);
+        v["draft_n_accepted"] = json!(s.draft_n_accepted);
+    }
+    v
 }
 
 /// OpenAI's `usage` object.

@@ -26,7 +26,7 @@ mod webui;
 
 pub use error::ApiError;
 pub use metrics::Metrics;
-pub use scheduler::{Scheduler, SchedulerOptions};
+pub use scheduler::{NgramSpec, Scheduler, SchedulerOptions};
 
 use crate::app::Loaded;
 use crate::chat::ChatTemplate;
@@ -66,6 +66,8 @@ pub struct ServerConfig {
     /// `--context-shift` and `--keep`.
     pub context_shift: bool,
     pub n_keep: i64,
+    /// `--spec-type ngram-simple`: n-gram drafts for decoding slots.
+    pub spec: Option<NgramSpec>,
 }
 
 /// What every handler sees.
@@ -122,7 +124,26 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
         open_browser: !cli.nobrowser,
         context_shift: cli.context_shift,
         n_keep: cli.keep,
+        spec: server_spec(cli)?,
     })
+}
+
+/// The speculation the server does: n-gram drafts when asked for. Draft models and early exit
+/// are CLI-only for now, which a warning says.
+fn server_spec(cli: &Cli) -> Result<Option<NgramSpec>> {
+    use crate::speculative::setup::{spec_types, SpecType};
+    let types = spec_types(&cli.spec)?;
+    if types.iter().any(|t| *t != SpecType::NgramSimple) {
+        eprintln!(
+            "llamafile: the server drafts with ngram-simple only for now; draft models and --n-layer-exit-draft are used by the CLI"
+        );
+    }
+    Ok(types.contains(&SpecType::NgramSimple).then_some(NgramSpec {
+        size_n: cli.spec.ngram_size_n,
+        size_m: cli.spec.ngram_size_m,
+        n_max: cli.spec.draft_max,
+        n_min: cli.spec.draft_min,
+    }))
 }
 
 /// `--server` (or no prompt): serves `loaded` as the command line says, until the process ends.
@@ -173,6 +194,7 @@ pub fn serve(loaded: Loaded, config: ServerConfig, template: Option<ChatTemplate
             n_batch: config.n_batch,
             context_shift: config.context_shift,
             n_keep: config.n_keep,
+            spec: config.spec,
         },
         metrics.clone(),
     );

@@ -13,6 +13,8 @@ use crate::generate::{keep_tokens, shift_context};
 use crate::kv_cache::KvCache;
 use crate::model::Batch;
 use crate::sampling::{logprobs, TokenVocab};
+use crate::speculative::ngram::NgramDrafter;
+use crate::speculative::Speculator;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -31,6 +33,28 @@ pub struct SchedulerOptions {
     pub context_shift: bool,
     /// `--keep`: prompt tokens a context shift keeps (-1: the whole prompt).
     pub n_keep: i64,
+    /// n-gram drafts for decoding slots (`--spec-type ngram-simple`).
+    pub spec: Option<NgramSpec>,
+}
+
+/// Settings of the server's n-gram speculation.
+#[derive(Clone, Copy, Debug)]
+pub struct NgramSpec {
+    pub size_n: usize,
+    pub size_m: usize,
+    pub n_max: usize,
+    pub n_min: usize,
+}
+
+impl NgramSpec {
+    /// A draft to follow `context`, at most `room` tokens.
+    fn draft(&self, context: &[u32], room: usize) -> Vec<u32> {
+        let drafter = NgramDrafter {
+            size_n: self.size_n,
+            size_m: self.size_m,
+        };
+        Speculator::new(vec![Box::new(drafter)], self.n_max, self.n_min).draft(context, room)
+    }
 }
 
 /// A slot as `/slots` shows it.
@@ -194,17 +218,40 @@ impl Worker {
         let mut batch = Batch::default();
         // The slot of each output row, in batch order.
         let mut rows: Vec<usize> = Vec::new();
+        // Draft tokens each decoding slot feeds after its next token (verified after the pass).
+        let mut drafts: Vec<Vec<u32>> = vec![Vec::new(); self.slots.len()];
         for slot in &mut self.slots {
             let Some(a) = slot.active.as_mut() else {
                 continue;
             };
             if let Some(id) = a.next_token.take() {
-                batch.tokens.push(id);
-                batch.pos.push(slot.tokens.len());
-                batch.seq.push(slot.id);
-                batch.logits.push(true);
-                slot.tokens.push(id);
-                rows.push(slot.id);
+                let mut feed = vec![id];
+                if let Some(spec) = &self.options.spec {
+                    // Room for the token, the draft and one spare position; no more drafted
+                    // tokens than the request may still produce.
+                    let ctx_room = self
+                        .options
+                        .n_ctx_slot
+                        .saturating_sub(slot.tokens.len() + 2);
+                    let n_predict = a.job.params.n_predict;
+                    let budget = if n_predict < 0 {
+                        usize::MAX
+                    } else {
+                        (n_predict as usize).saturating_sub(a.n_decoded + 1)
+                    };
+                    let mut context = slot.tokens.clone();
+                    context.push(id);
+                    drafts[slot.id] = spec.draft(&context, ctx_room.min(budget));
+                    feed.extend_from_slice(&drafts[slot.id]);
+                }
+                for t in feed {
+                    batch.tokens.push(t);
+                    batch.pos.push(slot.tokens.len());
+                    batch.seq.push(slot.id);
+                    batch.logits.push(true);
+                    slot.tokens.push(t);
+                    rows.push(slot.id);
+                }
             }
         }
         let n_decode = batch.len();
@@ -244,9 +291,47 @@ impl Worker {
         self.metrics.record_step(n_prompt_tokens, n_decode, elapsed);
 
         let n_vocab = self.loaded.model.config.n_vocab;
-        for (r, &i) in rows.iter().enumerate() {
-            let row = &logits[r * n_vocab..(r + 1) * n_vocab];
+        // Each slot's rows are consecutive: one, or its next token's plus one per draft token.
+        let mut r = 0;
+        while r < rows.len() {
+            let i = rows[r];
+            let n = rows[r..].iter().take_while(|&&s| s == i).count();
+            let draft = std::mem::take(&mut drafts[i]);
+            self.verify(i, &logits[r * n_vocab..(r + n) * n_vocab], &draft);
+            r += n;
+        }
+    }
+
+    /// Samples slot `i` at each of its output rows in turn (`logits`, `n_vocab` each), keeping
+    /// drafted tokens while they equal what was sampled; the cache forgets the rest.
+    fn verify(&mut self, i: usize, logits: &[f32], draft: &[u32]) {
+        let n_vocab = self.loaded.model.config.n_vocab;
+        if draft.is_empty() {
+            return self.sample_and_emit(i, &logits[..n_vocab]);
+        }
+        // Sampling sees only the tokens before each row, and the cache agrees with them.
+        if let Some(a) = self.slots[i].active.as_mut() {
+            a.draft_n += draft.len();
+        }
+        let base = self.slots[i].tokens.len() - draft.len();
+        self.slots[i].tokens.truncate(base);
+        self.caches[i].truncate(base);
+        for (j, row) in logits.chunks_exact(n_vocab).enumerate() {
             self.sample_and_emit(i, row);
+            let slot = &mut self.slots[i];
+            let Some(a) = slot.active.as_mut() else {
+                return;
+            };
+            match draft.get(j) {
+                Some(&d) if a.next_token == Some(d) => {
+                    // Already in the cache at the next position.
+                    a.next_token = None;
+                    a.draft_n_accepted += 1;
+                    slot.tokens.push(d);
+                    self.caches[i].mark_filled(slot.tokens.len() - 1);
+                }
+                _ => return,
+            }
         }
     }
 
@@ -337,6 +422,8 @@ impl Worker {
             n_predicted: a.n_decoded,
             prompt_ms: (first - a.started).as_secs_f64() * 1e3,
             predicted_ms: (now - first).as_secs_f64() * 1e3,
+            draft_n: a.draft_n,
+            draft_n_accepted: a.draft_n_accepted,
         };
         self.metrics.requests_done.add(1);
         let _ = a.job.events.send(Event::Done(summary));

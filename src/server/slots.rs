@@ -71,6 +71,9 @@ pub struct Summary {
     pub n_predicted: usize,
     pub prompt_ms: f64,
     pub predicted_ms: f64,
+    /// Draft tokens proposed for this request, and how many the model agreed with.
+    pub draft_n: usize,
+    pub draft_n_accepted: usize,
 }
 
 /// What the scheduler tells a request's handler.
@@ -117,6 +120,9 @@ pub struct Active {
     /// The sampled token to feed next.
     pub next_token: Option<u32>,
     pub n_decoded: usize,
+    /// Draft tokens verified for this request, and accepted.
+    pub draft_n: usize,
+    pub draft_n_accepted: usize,
     pub started: Instant,
     pub first_token: Option<Instant>,
 }
@@ -172,6 +178,8 @@ impl Slot {
             pending_probs: Vec::new(),
             next_token: None,
             n_decoded: 0,
+            draft_n: 0,
+            draft_n_accepted: 0,
             started: Instant::now(),
             first_token: None,
         });
