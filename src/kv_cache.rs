@@ -1,14 +1,18 @@
 //! The key/value cache of one sequence: for every layer, the keys and values of each position so
 //! far, stored as f16 (as llama.cpp stores them by default). Position `p` lives in row `p`.
+//! The rows are allocated zeroed and untouched, so memory is committed as positions fill, not
+//! for the whole context up front.
 
 use half::f16;
+use half::slice::HalfBitsSliceExt;
 
 /// Cached keys and values of one sequence.
 pub struct KvCache {
     n_ctx: usize,
     kv_dim: usize,
-    keys: Vec<Vec<f16>>,
-    values: Vec<Vec<f16>>,
+    /// f16 bit patterns (a `u16` buffer can be allocated zeroed without touching it).
+    keys: Vec<Vec<u16>>,
+    values: Vec<Vec<u16>>,
     /// Positions `0..len` hold valid entries.
     len: usize,
 }
@@ -19,12 +23,8 @@ impl KvCache {
         KvCache {
             n_ctx,
             kv_dim,
-            keys: (0..n_layer)
-                .map(|_| vec![f16::ZERO; n_ctx * kv_dim])
-                .collect(),
-            values: (0..n_layer)
-                .map(|_| vec![f16::ZERO; n_ctx * kv_dim])
-                .collect(),
+            keys: (0..n_layer).map(|_| vec![0u16; n_ctx * kv_dim]).collect(),
+            values: (0..n_layer).map(|_| vec![0u16; n_ctx * kv_dim]).collect(),
             len: 0,
         }
     }
@@ -66,11 +66,11 @@ impl KvCache {
             keys.copy_within((keep + discard) * d..end * d, keep * d);
             for k in keys[keep * d..(end - discard) * d].chunks_exact_mut(d) {
                 for (r, h) in row.iter_mut().zip(k.iter()) {
-                    *r = h.to_f32();
+                    *r = f16::from_bits(*h).to_f32();
                 }
                 fix_key(layer, &mut row);
                 for (h, r) in k.iter_mut().zip(&row) {
-                    *h = f16::from_f32(*r);
+                    *h = f16::from_f32(*r).to_bits();
                 }
             }
             self.values[layer].copy_within((keep + discard) * d..end * d, keep * d);
@@ -87,13 +87,13 @@ impl KvCache {
         );
         let at = pos * self.kv_dim;
         for (d, s) in self.keys[layer][at..at + self.kv_dim].iter_mut().zip(key) {
-            *d = f16::from_f32(*s);
+            *d = f16::from_f32(*s).to_bits();
         }
         for (d, s) in self.values[layer][at..at + self.kv_dim]
             .iter_mut()
             .zip(value)
         {
-            *d = f16::from_f32(*s);
+            *d = f16::from_f32(*s).to_bits();
         }
     }
 
@@ -104,12 +104,12 @@ impl KvCache {
 
     /// All key rows of `layer` (row `p` is position `p`).
     pub fn keys(&self, layer: usize) -> &[f16] {
-        &self.keys[layer]
+        self.keys[layer].reinterpret_cast()
     }
 
     /// All value rows of `layer`.
     pub fn values(&self, layer: usize) -> &[f16] {
-        &self.values[layer]
+        self.values[layer].reinterpret_cast()
     }
 }
 
