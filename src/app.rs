@@ -131,7 +131,8 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
         return run_perplexity(cli, &loaded, &text);
     }
     if cli.chat {
-        return crate::chat::run_from_cli(cli, &loaded, prompt, context_size(cli, &loaded.model));
+        let system = cli.compat.system_prompt.clone().or(prompt);
+        return crate::chat::run_from_cli(cli, &loaded, system, context_size(cli, &loaded.model));
     }
     if cli.server || (prompt.is_none() && !cli.cli) {
         let n_ctx = context_size(cli, &loaded.model);
@@ -203,7 +204,12 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
     } else {
         cli.seed as u64
     };
-    let params = sampling_from_cli(cli, seed)?;
+    let mut params = sampling_from_cli(cli, seed)?;
+    if cli.compat.ignore_eos {
+        // As llama.cpp: end-of-generation tokens are never sampled.
+        let eog = tok.eog_ids().iter().map(|&id| (id, f32::NEG_INFINITY));
+        params.logit_bias.extend(eog);
+    }
     let mut sampler = Sampler::new(params, Arc::new(TokenVocab::new(tok)));
     let mut session = Session::new(&loaded.model, n_ctx, cli.forward_batch());
     session.context_shift = cli
@@ -226,7 +232,15 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
     let logits = session.feed(&prompt, false);
     clock.mark_prompt(prompt.len());
     let mut out = std::io::stdout().lock();
-    let mut decoder = StreamDecoder::new();
+    let mut decoder = if cli.compat.special {
+        StreamDecoder::showing_specials()
+    } else {
+        StreamDecoder::new()
+    };
+    // The output's tail, as long as the longest reverse prompt, to spot one at the end.
+    let stops = &cli.compat.reverse_prompt;
+    let tail_len = stops.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut tail = String::new();
     let mut write_err = None;
     let on_token = |ev: &crate::generate::TokenEvent| {
         clock.mark_token();
@@ -245,10 +259,24 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
             {
                 return false;
             }
+            if tail_len > 0 {
+                tail.push_str(&text);
+                if tail.len() > 2 * tail_len + 64 {
+                    let cut = tail.len() - tail_len;
+                    let cut = (cut..tail.len())
+                        .find(|&i| tail.is_char_boundary(i))
+                        .unwrap_or(0);
+                    tail.drain(..cut);
+                }
+                if stops.iter().any(|s| tail.ends_with(s.as_str())) {
+                    return false;
+                }
+            }
         }
         true
     };
-    let is_eog = |id| tok.is_eog(id);
+    let ignore_eos = cli.compat.ignore_eos;
+    let is_eog = |id| !ignore_eos && tok.is_eog(id);
     match spec.as_mut() {
         Some(spec) => {
             crate::speculative::decode::generate(

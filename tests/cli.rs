@@ -409,3 +409,46 @@ fn chat_template_errors_are_one_line() {
         assert_one_line_error(&llamafile(&argv), needle);
     }
 }
+
+#[test]
+fn reverse_prompt_ignore_eos_and_specials() {
+    let Some(m) = model_path(SMOLLM) else { return };
+    let m = m.to_str().unwrap();
+    let out = llamafile(&[
+        "-m", m, "-p", "1, 2, 3,", "-n", "40", "--temp", "0", "-r", "7,",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.ends_with("7,"), "{text:?}");
+    assert!(text.len() < 20, "{text:?}");
+
+    let chat = "<|im_start|>user\nWhat is 2+2? Reply with just the number.<|im_end|>\n<|im_start|>assistant\n";
+    let tokens = |extra: &[&str]| {
+        let mut argv = vec!["-m", m, "-p", chat, "-n", "40", "--temp", "0", "--verbose"];
+        argv.extend_from_slice(extra);
+        let out = llamafile(&argv);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let n: usize = stderr
+            .split("generation ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{stderr}"));
+        (n + 1, String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (n_plain, _) = tokens(&[]);
+    assert!(
+        n_plain < 40,
+        "SmolLM2 answers in fewer than 40 tokens ({n_plain})"
+    );
+    let (n_ignore, _) = tokens(&["--ignore-eos"]);
+    assert_eq!(n_ignore, 40);
+    // Token 1 is <|im_start|>, a control token: hidden unless -sp.
+    let forced = |extra: &[&str]| {
+        let mut argv = vec!["-m", m, "-p", "hi", "-n", "3", "-l", "1+100"];
+        argv.extend_from_slice(extra);
+        String::from_utf8_lossy(&llamafile(&argv).stdout).into_owned()
+    };
+    assert_eq!(forced(&["-sp"]), "<|im_start|>".repeat(3));
+    assert_eq!(forced(&[]), "");
+}

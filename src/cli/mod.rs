@@ -2,7 +2,13 @@
 //! validation into typed options. llama.cpp's multi-letter short flags (`-ngl`, `-np`, ...) are
 //! rewritten to their long forms before clap sees them.
 
-use clap::{Args, Parser};
+mod compat;
+mod spec;
+
+pub use compat::CompatArgs;
+pub use spec::SpecArgs;
+
+use clap::Parser;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -309,48 +315,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub spec: SpecArgs,
-}
 
-/// Speculative decoding flags (llama.cpp's names and their older aliases).
-#[derive(Args, Debug, Clone)]
-pub struct SpecArgs {
-    /// Draft model for speculative decoding (same vocabulary as the target).
-    #[arg(long = "model-draft", visible_aliases = ["spec-draft-model"], value_name = "FNAME")]
-    pub model_draft: Option<String>,
-
-    /// Draft sources, comma-separated: none, draft-simple (the draft model; implied by -md),
-    /// ngram-simple (look the last tokens up in the context), early-exit (implied by
-    /// --n-layer-exit-draft).
-    #[arg(long = "spec-type", value_name = "TYPES")]
-    pub spec_type: Option<String>,
-
-    /// Most tokens drafted per step.
-    #[arg(long = "spec-draft-n-max", visible_aliases = ["draft-max", "draft", "draft-n"], default_value_t = 16)]
-    pub draft_max: usize,
-
-    /// Drafts shorter than this are not verified.
-    #[arg(long = "spec-draft-n-min", visible_aliases = ["draft-min", "draft-n-min"], default_value_t = 0)]
-    pub draft_min: usize,
-
-    /// A model draft stops when its best token is less likely than this.
-    #[arg(
-        long = "spec-draft-p-min",
-        visible_alias = "draft-p-min",
-        default_value_t = 0.75
-    )]
-    pub draft_p_min: f32,
-
-    /// ngram-simple: length of the n-gram looked up.
-    #[arg(long = "spec-ngram-simple-size-n", default_value_t = 12)]
-    pub ngram_size_n: usize,
-
-    /// ngram-simple: most tokens proposed after a match.
-    #[arg(long = "spec-ngram-simple-size-m", default_value_t = 48)]
-    pub ngram_size_m: usize,
-
-    /// Self-speculative decoding: draft with the target's first N layers.
-    #[arg(long = "n-layer-exit-draft", value_name = "N")]
-    pub n_layer_exit_draft: Option<usize>,
+    #[command(flatten)]
+    pub compat: CompatArgs,
 }
 
 impl Cli {
@@ -371,23 +338,61 @@ const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-md", "--model-draft"),
 ];
 
-/// Rewrites llama.cpp-style multi-letter short flags to their long names.
+/// Flags whose value is free text, which is never taken for a flag to rewrite.
+const TEXT_VALUED: &[&str] = &[
+    "-p",
+    "--prompt",
+    "-sys",
+    "--system-prompt",
+    "-r",
+    "--reverse-prompt",
+    "--in-stop",
+    "--chat-template",
+    "--grammar",
+    "-j",
+    "--json-schema",
+    "-a",
+    "--alias",
+    "--api-key",
+    "--dry-sequence-breaker",
+];
+
+/// Rewrites llama.cpp-style multi-letter short flags to their long names, and `-r` to
+/// `--reverse-prompt` unless `--bench` is given (where it is llama-bench's repetitions).
 pub fn normalize_args(args: Vec<OsString>) -> Vec<OsString> {
-    args.into_iter()
-        .map(|a| {
-            match a
-                .to_str()
-                .and_then(|s| SHORT_ALIASES.iter().find(|(short, _)| *short == s))
-            {
-                Some((_, long)) => OsString::from(*long),
-                None => a,
-            }
-        })
-        .collect()
+    let bench = args.iter().any(|a| a == "--bench");
+    let mut out = Vec::with_capacity(args.len());
+    let mut value_next = false;
+    for a in args {
+        if value_next {
+            value_next = false;
+            out.push(a);
+            continue;
+        }
+        let Some(s) = a.to_str() else {
+            out.push(a);
+            continue;
+        };
+        let long = SHORT_ALIASES
+            .iter()
+            .chain(compat::SHORT_ALIASES)
+            .find(|(short, _)| *short == s)
+            .map(|(_, long)| *long)
+            .or((s == "-r" && !bench).then_some("--reverse-prompt"));
+        value_next = TEXT_VALUED.contains(&long.unwrap_or(s));
+        out.push(long.map_or(a, OsString::from));
+    }
+    out
 }
 
 /// Parses argv (program name first). Errors come back as one line.
 pub fn parse(args: Vec<OsString>) -> Result<Cli, CliError> {
+    let cli = parse_flags(args)?;
+    cli.compat.check().map_err(CliError::Usage)?;
+    Ok(cli)
+}
+
+fn parse_flags(args: Vec<OsString>) -> Result<Cli, CliError> {
     Cli::try_parse_from(normalize_args(args)).map_err(|e| match e.kind() {
         clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
             CliError::Info(e.to_string())
@@ -442,5 +447,50 @@ mod tests {
         let e = parse(args(&["x", "--bogus"])).unwrap_err();
         let msg = e.to_string();
         assert!(msg.contains("--bogus") && !msg.contains('\n'), "{msg}");
+    }
+
+    #[test]
+    fn llama_cpp_compat_flags_parse() {
+        let c = parse(args(&[
+            "x",
+            "-fa",
+            "-ctk",
+            "f16",
+            "-tb",
+            "4",
+            "-sys",
+            "-be brief",
+            "-sp",
+            "--no-warmup",
+            "--mlock",
+            "-no-cnv",
+            "-r",
+            "User:",
+            "--ignore-eos",
+            "-cb",
+            "-lv",
+            "1",
+        ]))
+        .unwrap();
+        let k = &c.compat;
+        assert_eq!(k.flash_attn.as_deref(), Some("on"));
+        assert_eq!(k.system_prompt.as_deref(), Some("-be brief"));
+        assert_eq!(k.reverse_prompt, vec!["User:".to_string()]);
+        assert!(k.special && k.ignore_eos && k.no_warmup && k.mlock && k.no_conversation);
+        assert_eq!((k.threads_batch, k.log_verbosity), (Some(4), Some(1)));
+        // `-r` is llama-bench's repetitions under --bench, and text values are left alone.
+        let c = parse(args(&["x", "--bench", "-r", "3", "-p", "-fa"])).unwrap();
+        assert_eq!((c.repetitions, c.prompt.as_deref()), (3, Some("-fa")));
+    }
+
+    #[test]
+    fn compat_values_we_cannot_honour_are_refused() {
+        for (argv, needle) in [
+            (&["x", "-ctv", "q4_0"][..], "--cache-type-v q4_0"),
+            (&["x", "-fa", "sometimes"], "--flash-attn sometimes"),
+        ] {
+            let msg = parse(args(argv)).unwrap_err().to_string();
+            assert!(msg.contains(needle), "{msg}");
+        }
     }
 }
