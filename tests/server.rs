@@ -945,3 +945,14 @@ fn ngram_drafts_leave_answers_unchanged() {
     );
     assert!(ok > 0 && ok <= n, "{timings}");
 }
+
+#[test]
+fn no_webui_serves_the_api_only() {
+    let Some(model) = common::model_path(SMOLLM2) else {
+        return;
+    };
+    let srv = start_with(&model, &["-np", "1", "--no-webui"]);
+    assert_eq!(get(srv.port, "/").status, 404);
+    assert_eq!(get(srv.port, "/health").status, 200);
+    assert_eq!(get(srv.port, "/v1/models").status, 200);
+}

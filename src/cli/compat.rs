@@ -1,5 +1,5 @@
 //! llama.cpp flags that scripts and habits carry over. Some act here (`--ignore-eos`,
-//! `--reverse-prompt`, `-sys`, `-sp`); the rest name things this engine always does or never
+//! `--reverse-prompt`, `-sys`, `-sp`, `--no-webui`); the rest name things this engine always does or never
 //! needs (flash attention, continuous batching, warm-up, logging, NUMA, mlock, ...) and are
 //! accepted so that a llama.cpp command line runs unchanged. Values that would ask for
 //! something this engine cannot do (a quantized KV cache) are refused by [`CompatArgs::check`].
@@ -110,9 +110,13 @@ pub struct CompatArgs {
     #[arg(long = "props")]
     pub props: bool,
 
-    /// Accepted; the chat page is always served.
-    #[arg(long = "webui")]
+    /// Serve the chat page (the default).
+    #[arg(long = "webui", overrides_with = "no_webui")]
     pub webui: bool,
+
+    /// Serve the API only: `GET /` answers 404 and no browser is opened.
+    #[arg(long = "no-webui", overrides_with = "webui")]
+    pub no_webui: bool,
 
     /// Accepted; no effect here.
     #[arg(long = "cache-reuse", value_name = "N")]

@@ -63,6 +63,8 @@ pub struct ServerConfig {
     pub http_threads: usize,
     pub limits: Limits,
     pub open_browser: bool,
+    /// Serve the chat page (`--no-webui` turns it off).
+    pub webui: bool,
     /// `--context-shift` and `--keep`.
     pub context_shift: bool,
     pub n_keep: i64,
@@ -121,7 +123,8 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
         n_predict: cli.n_predict,
         http_threads: cli.threads_http.max(1),
         limits: Limits::default(),
-        open_browser: !cli.nobrowser,
+        open_browser: !cli.nobrowser && !cli.compat.no_webui,
+        webui: !cli.compat.no_webui,
         context_shift: cli.context_shift,
         n_keep: cli.keep,
         spec: server_spec(cli)?,

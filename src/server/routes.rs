@@ -30,6 +30,9 @@ fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiErr
     let post = req.method == "POST";
     let send = |rsp: &mut Responder, r: Response| rsp.send(&r).map_err(ApiError::from);
     match req.path.as_str() {
+        "/" | "/index.html" if get && !state.config.webui => Err(ApiError::not_found(
+            "the chat page is off (--no-webui); the API is served",
+        )),
         "/" | "/index.html" if get => send(rsp, webui::page()),
         "/health" | "/v1/health" if get => send(rsp, native::health()),
         "/v1/models" | "/models" if get => send(rsp, openai::models(state)),
