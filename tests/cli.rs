@@ -5,39 +5,18 @@
 
 mod common;
 
-use common::model_path;
+use common::{assert_one_line_error, generated_tokens, llamafile, model_path};
 use llamafile::gguf::GgufWriter;
 use llamafile::quant::GgmlType;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 const SMOLLM: &str = "SmolLM2-135M-Instruct.Q4_1";
-
-fn llamafile(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_llamafile"))
-        .args(args)
-        .output()
-        .expect("run llamafile")
-}
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("llamafile-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
-}
-
-/// Asserts a failed run that explains itself in exactly one stderr line containing `needle`.
-fn assert_one_line_error(out: &Output, needle: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert!(!out.status.success(), "expected failure, stderr: {stderr}");
-    assert!(!stderr.contains("panicked"), "panic: {stderr}");
-    assert_eq!(lines.len(), 1, "want one line, got: {stderr}");
-    assert!(
-        lines[0].to_lowercase().contains(&needle.to_lowercase()),
-        "{needle:?} not in {:?}",
-        lines[0]
-    );
 }
 
 /// A small, well-formed llama GGUF (no tokenizer: loading fails later, on purpose, if at all).
@@ -427,14 +406,8 @@ fn reverse_prompt_ignore_eos_and_specials() {
         let mut argv = vec!["-m", m, "-p", chat, "-n", "40", "--temp", "0", "--verbose"];
         argv.extend_from_slice(extra);
         let out = llamafile(&argv);
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        let n: usize = stderr
-            .split("generation ")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("{stderr}"));
-        (n + 1, String::from_utf8_lossy(&out.stdout).into_owned())
+        let n = generated_tokens(&String::from_utf8_lossy(&out.stderr));
+        (n, String::from_utf8_lossy(&out.stdout).into_owned())
     };
     let (n_plain, _) = tokens(&[]);
     assert!(

@@ -4,10 +4,9 @@
 
 mod common;
 
-use common::model_path;
+use common::{llamafile, model_path};
 use llamafile::app::load_model;
 use llamafile::generate::Session;
-use std::process::Command;
 
 const SMOLLM: &str = "SmolLM2-135M-Instruct.Q4_1";
 
@@ -58,7 +57,7 @@ fn shifted_keys_equal_fresh_keys_at_the_new_positions() {
     assert_eq!(&ka[..keep * kv], &kb[..keep * kv]);
 }
 
-fn generated_tokens(extra: &[&str]) -> usize {
+fn run_tokens(extra: &[&str]) -> usize {
     let m = model_path(SMOLLM).unwrap();
     let mut args = vec![
         "-m",
@@ -74,20 +73,10 @@ fn generated_tokens(extra: &[&str]) -> usize {
         "--verbose",
     ];
     args.extend_from_slice(extra);
-    let out = Command::new(env!("CARGO_BIN_EXE_llamafile"))
-        .args(&args)
-        .output()
-        .unwrap();
+    let out = llamafile(&args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    // "generation N tokens" counts the tokens after the first.
-    let n: usize = stderr
-        .split("generation ")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no summary in {stderr}"));
-    n + 1
+    common::generated_tokens(&stderr)
 }
 
 #[test]
@@ -95,9 +84,9 @@ fn generation_goes_past_a_full_context_only_when_asked() {
     if model_path(SMOLLM).is_none() {
         return;
     }
-    let without = generated_tokens(&[]);
+    let without = run_tokens(&[]);
     assert!(without < 64, "{without}");
-    assert_eq!(generated_tokens(&["--context-shift", "--keep", "-1"]), 150);
-    assert_eq!(generated_tokens(&["--context-shift", "--keep", "2"]), 150);
-    assert!(generated_tokens(&["--context-shift", "--no-context-shift"]) < 64);
+    assert_eq!(run_tokens(&["--context-shift", "--keep", "-1"]), 150);
+    assert_eq!(run_tokens(&["--context-shift", "--keep", "2"]), 150);
+    assert!(run_tokens(&["--context-shift", "--no-context-shift"]) < 64);
 }

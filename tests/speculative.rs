@@ -6,13 +6,12 @@
 
 mod common;
 
-use common::model_path;
+use common::{assert_one_line_error, llamafile, model_path};
 use llamafile::app::{load_model, Loaded};
 use llamafile::cli::{self, SpecArgs};
 use llamafile::generate::Session;
 use llamafile::sampling::{Sampler, SamplingParams, TokenVocab};
 use llamafile::speculative::{decode, setup, SpecStats};
-use std::process::Command;
 use std::sync::Arc;
 
 const TARGET: &str = "qwen2.5-coder-1.5b-instruct";
@@ -124,26 +123,6 @@ fn seeded_sampling_is_unchanged_too() {
     let (spec, stats) = generate(&target, Some(&draft), Some(&["--model-draft", "x"]), 0.8);
     assert_eq!(spec, plain, "{stats:?}");
     assert!(stats.accepted > 0, "{stats:?}");
-}
-
-fn llamafile(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_llamafile"))
-        .args(args)
-        .output()
-        .expect("run llamafile")
-}
-
-fn assert_one_line_error(out: &std::process::Output, needle: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert!(!out.status.success(), "expected failure: {stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert_eq!(lines.len(), 1, "{stderr}");
-    assert!(
-        lines[0].contains(needle),
-        "{needle:?} not in {:?}",
-        lines[0]
-    );
 }
 
 #[test]

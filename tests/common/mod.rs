@@ -6,6 +6,7 @@
 pub mod server;
 
 use std::path::PathBuf;
+use std::process::{Command, Output};
 
 /// The four test models: file stem and llama.cpp's own batched-vs-sequential top-5 logit noise.
 pub const MODELS: [(&str, f64); 4] = [
@@ -72,4 +73,39 @@ pub fn reference_ppl(stem: &str) -> f64 {
         .unwrap()
         .parse()
         .unwrap()
+}
+
+/// Runs the `llamafile` binary with `args` and waits for it.
+pub fn llamafile(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_llamafile"))
+        .args(args)
+        .output()
+        .expect("run llamafile")
+}
+
+/// Asserts a failed run that explains itself in exactly one stderr line containing `needle`
+/// (compared without case).
+pub fn assert_one_line_error(out: &Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!out.status.success(), "expected failure, stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "panic: {stderr}");
+    assert_eq!(lines.len(), 1, "want one line, got: {stderr}");
+    assert!(
+        lines[0].to_lowercase().contains(&needle.to_lowercase()),
+        "{needle:?} not in {:?}",
+        lines[0]
+    );
+}
+
+/// Tokens a run generated, from the summary `--verbose` prints ("generation N tokens" counts
+/// those after the first).
+pub fn generated_tokens(stderr: &str) -> usize {
+    let n: usize = stderr
+        .split("generation ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no timing summary in {stderr}"));
+    n + 1
 }
