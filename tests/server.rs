@@ -906,7 +906,7 @@ fn a_full_slot_shifts_its_context_when_asked() {
 }
 
 #[test]
-fn ngram_drafts_leave_answers_unchanged() {
+fn speculative_drafts_leave_answers_unchanged() {
     let Some(model) = common::model_path(SMOLLM2) else {
         return;
     };
@@ -939,6 +939,14 @@ fn ngram_drafts_leave_answers_unchanged() {
     ]);
     assert_eq!(spec, plain);
     assert!(!plain.is_empty());
+    // A draft model (here the model itself: every draft is right) and the early-exit draft
+    // go through per-slot draft sessions.
+    let m = model.to_str().unwrap();
+    let (same, t) = answer(&["-np", "2", "-md", m, "--draft-max", "4"]);
+    assert_eq!(same, plain);
+    assert_eq!(t["draft_n"], t["draft_n_accepted"], "{t}");
+    let (early, _) = answer(&["-np", "1", "--n-layer-exit-draft", "20"]);
+    assert_eq!(early, plain);
     let (n, ok) = (
         timings["draft_n"].as_u64().unwrap(),
         timings["draft_n_accepted"].as_u64().unwrap(),

@@ -26,7 +26,7 @@ mod webui;
 
 pub use error::ApiError;
 pub use metrics::Metrics;
-pub use scheduler::{NgramSpec, Scheduler, SchedulerOptions};
+pub use scheduler::{Scheduler, SchedulerOptions};
 
 use crate::app::Loaded;
 use crate::chat::ChatTemplate;
@@ -68,8 +68,8 @@ pub struct ServerConfig {
     /// `--context-shift` and `--keep`.
     pub context_shift: bool,
     pub n_keep: i64,
-    /// `--spec-type ngram-simple`: n-gram drafts for decoding slots.
-    pub spec: Option<NgramSpec>,
+    /// Speculative decoding flags (validated).
+    pub spec: crate::cli::SpecArgs,
 }
 
 /// What every handler sees.
@@ -127,33 +127,53 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
         webui: !cli.compat.no_webui,
         context_shift: cli.context_shift,
         n_keep: cli.keep,
-        spec: server_spec(cli)?,
+        spec: {
+            crate::speculative::setup::spec_types(&cli.spec)?;
+            cli.spec.clone()
+        },
     })
-}
-
-/// The speculation the server does: n-gram drafts when asked for. Draft models and early exit
-/// are CLI-only for now, which a warning says.
-fn server_spec(cli: &Cli) -> Result<Option<NgramSpec>> {
-    use crate::speculative::setup::{spec_types, SpecType};
-    let types = spec_types(&cli.spec)?;
-    if types.iter().any(|t| *t != SpecType::NgramSimple) {
-        eprintln!(
-            "llamafile: the server drafts with ngram-simple only for now; draft models and --n-layer-exit-draft are used by the CLI"
-        );
-    }
-    Ok(types.contains(&SpecType::NgramSimple).then_some(NgramSpec {
-        size_n: cli.spec.ngram_size_n,
-        size_m: cli.spec.ngram_size_m,
-        n_max: cli.spec.draft_max,
-        n_min: cli.spec.draft_min,
-    }))
 }
 
 /// `--server` (or no prompt): serves `loaded` as the command line says, until the process ends.
 pub fn serve_from_cli(cli: &Cli, loaded: Loaded, model_name: &str, n_ctx: usize) -> Result<()> {
     let config = config_from_cli(cli, model_name, n_ctx)?;
     let template = crate::chat::template_override(cli, &loaded.tokenizer)?;
-    serve(loaded, config, template)
+    let draft = match &cli.spec.model_draft {
+        Some(name) => Some(
+            crate::app::load_model(name, None)
+                .with_context(|| format!("cannot load the draft model {name}"))?,
+        ),
+        None => None,
+    };
+    serve(loaded, config, template, draft)
+}
+
+/// Each slot's speculator, or none when no speculation was asked for. The models live as long
+/// as the process (the server never returns), so the per-slot draft sessions borrow them for
+/// `'static`.
+fn slot_speculators(
+    config: &ServerConfig,
+    target: &Arc<Loaded>,
+    draft: Option<Loaded>,
+) -> Result<Vec<crate::speculative::Speculator<'static>>> {
+    use crate::speculative::setup;
+    if setup::spec_types(&config.spec)?.is_empty() {
+        return Ok(Vec::new());
+    }
+    let target: &'static Loaded = Box::leak(Box::new(target.clone()));
+    let draft: Option<&'static Loaded> = draft.map(|d| &*Box::leak(Box::new(d)));
+    (0..config.n_slots)
+        .map(|_| {
+            let spec = setup::build(
+                &config.spec,
+                target,
+                draft,
+                config.n_ctx_slot,
+                config.n_batch,
+            )?;
+            Ok(spec.expect("speculation was asked for"))
+        })
+        .collect()
 }
 
 /// Binds `host:port`, or the next free port up to `port + 10` when it is taken.
@@ -175,7 +195,12 @@ pub fn bind(host: &str, port: u16) -> Result<TcpListener> {
 }
 
 /// Serves until the process ends.
-pub fn serve(loaded: Loaded, config: ServerConfig, template: Option<ChatTemplate>) -> Result<()> {
+pub fn serve(
+    loaded: Loaded,
+    config: ServerConfig,
+    template: Option<ChatTemplate>,
+    draft: Option<Loaded>,
+) -> Result<()> {
     let template = match template {
         Some(t) => t,
         None => {
@@ -188,6 +213,7 @@ pub fn serve(loaded: Loaded, config: ServerConfig, template: Option<ChatTemplate
     let listener = bind(&config.host, config.port)?;
     let addr = listener.local_addr()?;
     let loaded = Arc::new(loaded);
+    let speculators = slot_speculators(&config, &loaded, draft)?;
     let metrics = Arc::new(Metrics::default());
     let scheduler = Scheduler::start(
         loaded.clone(),
@@ -197,9 +223,9 @@ pub fn serve(loaded: Loaded, config: ServerConfig, template: Option<ChatTemplate
             n_batch: config.n_batch,
             context_shift: config.context_shift,
             n_keep: config.n_keep,
-            spec: config.spec,
         },
         metrics.clone(),
+        speculators,
     );
     let state = Arc::new(State {
         loaded,

@@ -13,7 +13,6 @@ use crate::generate::{keep_tokens, shift_context};
 use crate::kv_cache::KvCache;
 use crate::model::Batch;
 use crate::sampling::{logprobs, TokenVocab};
-use crate::speculative::ngram::NgramDrafter;
 use crate::speculative::Speculator;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -33,28 +32,6 @@ pub struct SchedulerOptions {
     pub context_shift: bool,
     /// `--keep`: prompt tokens a context shift keeps (-1: the whole prompt).
     pub n_keep: i64,
-    /// n-gram drafts for decoding slots (`--spec-type ngram-simple`).
-    pub spec: Option<NgramSpec>,
-}
-
-/// Settings of the server's n-gram speculation.
-#[derive(Clone, Copy, Debug)]
-pub struct NgramSpec {
-    pub size_n: usize,
-    pub size_m: usize,
-    pub n_max: usize,
-    pub n_min: usize,
-}
-
-impl NgramSpec {
-    /// A draft to follow `context`, at most `room` tokens.
-    fn draft(&self, context: &[u32], room: usize) -> Vec<u32> {
-        let drafter = NgramDrafter {
-            size_n: self.size_n,
-            size_m: self.size_m,
-        };
-        Speculator::new(vec![Box::new(drafter)], self.n_max, self.n_min).draft(context, room)
-    }
 }
 
 /// A slot as `/slots` shows it.
@@ -92,10 +69,12 @@ impl Drop for JobHandle {
 
 impl Scheduler {
     /// Starts the scheduler thread for `loaded`.
+    /// `speculators` holds each slot's draft sources (empty: no speculation).
     pub fn start(
         loaded: Arc<Loaded>,
         options: SchedulerOptions,
         metrics: Arc<Metrics>,
+        speculators: Vec<Speculator<'static>>,
     ) -> Scheduler {
         let (tx, rx) = mpsc::channel();
         let status = Arc::new(Mutex::new(Vec::new()));
@@ -104,6 +83,7 @@ impl Scheduler {
                 .map(|_| loaded.model.new_cache(options.n_ctx_slot))
                 .collect(),
             slots: (0..options.n_slots).map(Slot::new).collect(),
+            speculators,
             queue: VecDeque::new(),
             vocab: Arc::new(TokenVocab::new(&loaded.tokenizer)),
             loaded,
@@ -155,6 +135,8 @@ struct Worker {
     options: SchedulerOptions,
     caches: Vec<KvCache>,
     slots: Vec<Slot>,
+    /// Per slot, when speculating: its draft sources (a draft model keeps a cache per slot).
+    speculators: Vec<Speculator<'static>>,
     queue: VecDeque<Job>,
     /// Token bytes for grammars and DRY, shared by every slot's sampler.
     vocab: Arc<TokenVocab>,
@@ -226,7 +208,7 @@ impl Worker {
             };
             if let Some(id) = a.next_token.take() {
                 let mut feed = vec![id];
-                if let Some(spec) = &self.options.spec {
+                if let Some(spec) = self.speculators.get_mut(slot.id) {
                     // Room for the token, the draft and one spare position; no more drafted
                     // tokens than the request may still produce.
                     let ctx_room = self

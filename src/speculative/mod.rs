@@ -20,7 +20,7 @@ pub trait Drafter {
 /// How many tokens to draft, and from which sources (tried in order; the first non-empty draft
 /// is used).
 pub struct Speculator<'a> {
-    drafters: Vec<Box<dyn Drafter + 'a>>,
+    drafters: Vec<Box<dyn Drafter + Send + 'a>>,
     /// Most tokens drafted per step.
     pub n_max: usize,
     /// Drafts shorter than this are dropped (the step decodes one token instead).
@@ -40,7 +40,7 @@ pub struct SpecStats {
 }
 
 impl<'a> Speculator<'a> {
-    pub fn new(drafters: Vec<Box<dyn Drafter + 'a>>, n_max: usize, n_min: usize) -> Self {
+    pub fn new(drafters: Vec<Box<dyn Drafter + Send + 'a>>, n_max: usize, n_min: usize) -> Self {
         Speculator {
             drafters,
             n_max,

@@ -30,8 +30,9 @@ pub enum SpecError {
     ExitLayer { n: usize, layers: usize },
     #[error("--spec-draft-p-min {0}: must be between 0 and 1")]
     PMin(f32),
+    /// (Not a `source`: the message already carries the mismatch, once.)
     #[error("the draft model does not fit the target: {0}")]
-    Vocab(#[from] VocabMismatch),
+    Vocab(VocabMismatch),
 }
 
 /// The draft sources the flags ask for, in the order they are tried.
@@ -78,7 +79,7 @@ pub fn build<'a>(
         return Ok(None);
     }
     let n_vocab = target.model.config.n_vocab;
-    let mut drafters: Vec<Box<dyn Drafter + 'a>> = Vec::new();
+    let mut drafters: Vec<Box<dyn Drafter + Send + 'a>> = Vec::new();
     for t in types {
         match t {
             SpecType::NgramSimple => drafters.push(Box::new(NgramDrafter {
@@ -87,7 +88,7 @@ pub fn build<'a>(
             })),
             SpecType::Draft => {
                 let draft = draft.ok_or(SpecError::NoDraftModel)?;
-                check_vocab(&draft.tokenizer, &target.tokenizer)?;
+                check_vocab(&draft.tokenizer, &target.tokenizer).map_err(SpecError::Vocab)?;
                 let session = Session::new(&draft.model, n_ctx, n_batch);
                 drafters.push(Box::new(ModelDrafter::new(
                     session,
