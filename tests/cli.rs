@@ -425,3 +425,53 @@ fn reverse_prompt_ignore_eos_and_specials() {
     assert_eq!(forced(&["-sp"]), "<|im_start|>".repeat(3));
     assert_eq!(forced(&[]), "");
 }
+
+#[test]
+fn chat_drops_the_oldest_turns_when_the_context_fills() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let Some(m) = model_path(SMOLLM) else { return };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_llamafile"))
+        .args([
+            "-m",
+            m.to_str().unwrap(),
+            "--chat",
+            "-c",
+            "256",
+            "-n",
+            "80",
+            "--temp",
+            "0",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(
+            b"Tell me about the history of Rome in detail.\nAnd Greece?\nAnd Egypt?\nAnd Persia?\n",
+        )
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let transcript = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        transcript.contains("[dropped the 2 oldest messages"),
+        "{transcript}"
+    );
+    // Every question got an answer: five prompts (the last one meets end of input).
+    let turns: Vec<&str> = transcript.split("> ").collect();
+    assert_eq!(turns.len(), 6, "{transcript}");
+    assert!(
+        turns[1..5].iter().all(|t| t.trim().len() > 20),
+        "{transcript}"
+    );
+}

@@ -55,13 +55,33 @@ pub fn run_chat(
             return Ok(());
         }
         messages.push(Message::new("user", text));
-        let prompt = template.render(&messages, true)?;
-        let tokens = tok.encode(&prompt, true, true);
+        let mut tokens = tok.encode(&template.render(&messages, true)?, true, true);
+        // Keep a quarter of the context for the answer: drop the oldest exchanges (never the
+        // system message or the new question) until the conversation fits.
+        let mut dropped = 0;
+        while tokens.len() > opts.n_ctx * 3 / 4 {
+            let first = messages.iter().position(|m| m.role != "system");
+            match first {
+                Some(i) if i + 1 < messages.len() => {
+                    messages.remove(i);
+                    dropped += 1;
+                }
+                _ => break,
+            }
+            tokens = tok.encode(&template.render(&messages, true)?, true, true);
+        }
+        if dropped > 0 {
+            writeln!(
+                out,
+                "[dropped the {dropped} oldest messages to fit the context of {} tokens (-c)]",
+                opts.n_ctx
+            )?;
+        }
         if tokens.len() >= opts.n_ctx {
             messages.pop();
             writeln!(
                 out,
-                "[the conversation is {} tokens long, more than the context of {} allows (-c)]",
+                "[the message is {} tokens long with the conversation, more than the context of {} allows (-c)]",
                 tokens.len(),
                 opts.n_ctx
             )?;
