@@ -156,3 +156,52 @@ pub(super) fn scale_pair(half: __m256i, s: usize) -> __m256i {
 pub(super) fn mul_scaled_16(q: __m256i, y: __m256i, sc: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), sc)
 }
+
+/// `acc + Σ a·b` over adjacent i16 pairs, into i32 lanes (`vpdpwssd`), emitted with `asm!`:
+/// LLVM's generic tuning splits the intrinsic into `vpmaddwd` + `vpaddd`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512vnni")]
+pub(super) fn dpwssd(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+    let mut acc = acc;
+    // SAFETY: a register-only instruction; this function's target features guarantee
+    // AVX-512 VNNI.
+    unsafe {
+        std::arch::asm!(
+            "vpdpwssd {acc}, {a}, {b}",
+            acc = inout(zmm_reg) acc,
+            a = in(zmm_reg) a,
+            b = in(zmm_reg) b,
+            options(pure, nomem, nostack, preserves_flags),
+        );
+    }
+    acc
+}
+
+/// The i32 lane sums of `R` vectors (integer adds, so any order gives the same sums); four
+/// at a time share one transposing reduction.
+#[inline]
+#[target_feature(enable = "avx2,avx512f")]
+pub(super) fn hsum_i32_16_rows<const R: usize>(v: [__m512i; R]) -> [i32; R] {
+    let mut out = [0i32; R];
+    if R == 4 {
+        let half = |x: __m512i| {
+            _mm256_add_epi32(_mm512_castsi512_si256(x), _mm512_extracti64x4_epi64::<1>(x))
+        };
+        let ab = _mm256_hadd_epi32(half(v[0]), half(v[1]));
+        let cd = _mm256_hadd_epi32(half(v[2]), half(v[3]));
+        let abcd = _mm256_hadd_epi32(ab, cd);
+        let s = _mm_add_epi32(
+            _mm256_castsi256_si128(abcd),
+            _mm256_extracti128_si256::<1>(abcd),
+        );
+        let mut four = [0i32; 4];
+        // SAFETY: `four` is 16 writable bytes; unaligned store.
+        unsafe { _mm_storeu_si128(four.as_mut_ptr().cast(), s) };
+        out.copy_from_slice(&four[..R]);
+    } else {
+        for (o, x) in out.iter_mut().zip(v) {
+            *o = _mm512_reduce_add_epi32(x);
+        }
+    }
+    out
+}

@@ -1,7 +1,8 @@
-//! AVX-512 (BW) dot products for Q4_K and Q6_K against Q8_K activations: the AVX2 kernels of
-//! `k_quants.rs` on 512-bit vectors, two groups of 32 quants per instruction. The integer sums
-//! per super-block are exact and combined in f32 with the scalar reference's operations, so
-//! the results are the scalar kernels' bits.
+//! AVX-512 (BW, VNNI) dot products for Q4_K and Q6_K against Q8_K activations: the AVX2
+//! kernels of `k_quants.rs` on 512-bit vectors, two groups of 32 quants per instruction, the
+//! sub-block scales applied by `vpdpwssd`, and the integer sums of four activation rows reduced
+//! together. The integer sums per super-block are exact and combined in f32 with the scalar
+//! reference's operations, so the results are the scalar kernels' bits.
 
 use std::arch::x86_64::*;
 
@@ -24,14 +25,6 @@ fn ld64i(s: &[i8]) -> __m512i {
 #[target_feature(enable = "avx512f")]
 fn join(lo: __m256i, hi: __m256i) -> __m512i {
     _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
-}
-
-/// `q` (u8) × `y` (i8), adjacent pairs summed to i16 and multiplied by the i16 scales `sc`,
-/// pairs summed to i32: exact while |q·y| pairs stay below 2^15.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw")]
-fn mul_scaled(q: __m512i, y: __m512i, sc: __m512i) -> __m512i {
-    _mm512_madd_epi16(_mm512_maddubs_epi16(q, y), sc)
 }
 
 /// The i16 lanes of `scales` picked by `idx` (one index per i16 lane).
@@ -57,9 +50,11 @@ fn lane_index(base: i16, per_128: bool) -> __m512i {
     unsafe { _mm512_loadu_si512(v.as_ptr().cast()) }
 }
 
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(in crate::quant) fn dot_q4_k<const R: usize>(w: &[BlockQ4K], a: [&[BlockQ8K]; R]) -> [f32; R] {
-    let a = a.map(|a| &a[..w.len()]);
+    for a in &a {
+        assert!(a.len() >= w.len(), "dot_q4_k: activation row too short");
+    }
     let m4 = _mm512_set1_epi8(0x0f);
     let idx: [__m512i; 4] = std::array::from_fn(|j| lane_index(2 * j as i16, false));
     let mut sumf = [0f32; R];
@@ -74,9 +69,10 @@ pub(in crate::quant) fn dot_q4_k<const R: usize>(w: &[BlockQ4K], a: [&[BlockQ8K]
             let s = pick16(scales, idx);
             for r in 0..R {
                 let y = ld64i(&a[r][i].qs[64 * j..]);
-                sumi[r] = _mm512_add_epi32(sumi[r], mul_scaled(q, y, s));
+                sumi[r] = dpwssd(sumi[r], _mm512_maddubs_epi16(q, y), s);
             }
         }
+        let sumi = hsum_i32_16_rows(sumi);
         let mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(u64::from_le_bytes(m) as i64));
         let (dx, dmx) = (f16(x.d), f16(x.dmin));
         for r in 0..R {
@@ -86,7 +82,7 @@ pub(in crate::quant) fn dot_q4_k<const R: usize>(w: &[BlockQ4K], a: [&[BlockQ8K]
             let summs = hsum_i32_4(_mm_madd_epi16(pairs, mins));
             let d = dx * y.d();
             let dmin = dmx * y.d();
-            sumf[r] += d * _mm512_reduce_add_epi32(sumi[r]) as f32 - dmin * summs as f32;
+            sumf[r] += d * sumi[r] as f32 - dmin * summs as f32;
         }
     }
     sumf
@@ -100,9 +96,11 @@ fn high2(qh: __m256i, s: i32) -> __m256i {
     _mm256_slli_epi16::<4>(_mm256_and_si256(shifted, _mm256_set1_epi8(3)))
 }
 
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(in crate::quant) fn dot_q6_k<const R: usize>(w: &[BlockQ6K], a: [&[BlockQ8K]; R]) -> [f32; R] {
-    let a = a.map(|a| &a[..w.len()]);
+    for a in &a {
+        assert!(a.len() >= w.len(), "dot_q6_k: activation row too short");
+    }
     let m4 = _mm256_set1_epi8(0x0f);
     let idx: [__m512i; 4] = std::array::from_fn(|k| lane_index(4 * k as i16, true));
     let mut sumf = [0f32; R];
@@ -130,16 +128,16 @@ pub(in crate::quant) fn dot_q6_k<const R: usize>(w: &[BlockQ6K], a: [&[BlockQ8K]
             let s23 = pick16(scales, idx[2 * h + 1]);
             for r in 0..R {
                 let y = &a[r][i].qs[128 * h..];
-                let p01 = mul_scaled(z01, ld64i(y), s01);
-                let p23 = mul_scaled(z23, ld64i(&y[64..]), s23);
-                sumi[r] = _mm512_add_epi32(sumi[r], _mm512_add_epi32(p01, p23));
+                let acc = dpwssd(sumi[r], _mm512_maddubs_epi16(z01, ld64i(y)), s01);
+                sumi[r] = dpwssd(acc, _mm512_maddubs_epi16(z23, ld64i(&y[64..])), s23);
             }
         }
+        let sumi = hsum_i32_16_rows(sumi);
         let dx = f16(x.d);
         for r in 0..R {
             let y = &a[r][i];
             let bs = hsum_i32_8(_mm256_madd_epi16(ld32(y.bsums.as_flattened()), sc16));
-            let isum = _mm512_reduce_add_epi32(sumi[r]) - 32 * bs;
+            let isum = sumi[r] - 32 * bs;
             sumf[r] += dx * y.d() * isum as f32;
         }
     }

@@ -11,7 +11,7 @@
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-use super::common::f16;
+use super::common::{dpwssd, f16};
 use crate::quant::block::as_blocks;
 use crate::quant::gemm::{PackedActs, TOKEN_GROUP};
 use crate::quant::q4_k::{unpack_scales_mins, BlockQ4K};
@@ -250,25 +250,6 @@ unsafe fn group(dec: &[Decoded], acts: &PackedActs, g: usize) -> [[f32; TOKEN_GR
         }
         out
     }
-}
-
-/// `acc + a.lo16 · b.lo16 + a.hi16 · b.hi16` per i32 lane, as one `vpdpwssd` (LLVM splits the intrinsic into `vpmaddwd` +
-/// `vpaddd` under generic tuning, a vector ALU slot more in the hottest loop).
-#[inline]
-#[target_feature(enable = "avx512f,avx512vnni")]
-unsafe fn dpwssd(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
-    let mut acc = acc;
-    // SAFETY: a register-only instruction; the caller guarantees AVX-512 VNNI.
-    unsafe {
-        std::arch::asm!(
-            "vpdpwssd {acc}, {a}, {b}",
-            acc = inout(zmm_reg) acc,
-            a = in(zmm_reg) a,
-            b = in(zmm_reg) b,
-            options(pure, nomem, nostack, preserves_flags),
-        );
-    }
-    acc
 }
 
 /// One Q6_K super-block of one weight row, decoded.
