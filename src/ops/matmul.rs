@@ -39,11 +39,6 @@ const MIN_ROWS_PER_TASK: usize = 16;
 /// the pool costs more than the ~10 µs such a matrix takes to stream.
 const MIN_PARALLEL_BYTES: usize = 192 * 1024;
 
-/// Fewer activation rows than this (speculative verification, a few slots decoding) go through
-/// the multi-row dot products, which read each weight row once and beat the tiles' padding to
-/// whole token groups (measured on Qwen2.5-1.5B: 2 tokens 47 ms instead of 82).
-const MIN_TILED_TOKENS: usize = 8;
-
 /// Batches at least this many rows per thread are split by activation rows (token blocks);
 /// smaller ones by weight rows.
 const MIN_TOKENS_PER_THREAD: usize = 8;
@@ -101,7 +96,10 @@ pub fn matmul(w: &QMat, x: &[f32], n: usize, out: &mut [f32]) {
         });
         return;
     }
-    if quant::has_gemm(w.ty) && n >= MIN_TILED_TOKENS {
+    // Small batches (speculative verification, a few slots decoding) of K-quants go through
+    // the multi-row dots, which beat the tiles' padding to sixteen tokens (Qwen2.5-1.5B, two
+    // tokens: 47 ms instead of 82); the 32-element tiles win from two tokens on.
+    if quant::has_gemm(w.ty) && n >= quant::min_gemm_tokens(w.ty) {
         return tiled(w, &qx, n, out);
     }
     if n >= MIN_TOKENS_PER_THREAD * threads {

@@ -97,6 +97,16 @@ pub fn has_gemm(ty: GgmlType) -> bool {
     dispatch::kernels().gemm[dispatch::slot(ty)].is_some()
 }
 
+/// Fewest activation rows for which the tile kernel beats the multi-row dot products: the
+/// K-quant tiles compute whole groups of sixteen tokens, the 32-element ones pairs.
+pub fn min_gemm_tokens(ty: GgmlType) -> usize {
+    if ty.vec_dot_type() == GgmlType::Q8K {
+        8
+    } else {
+        2
+    }
+}
+
 /// Repacks `n_tokens` activation rows (`acts`, each `n` elements quantized to
 /// `ty.vec_dot_type()`, back to back) for weights of `ty`.
 ///
