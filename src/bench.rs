@@ -2,7 +2,9 @@
 //! does, printed as its markdown table or its JSON rows so that scripts written for it work.
 //!
 //! - `ppN`: one batch of `N` random tokens from an empty cache (logits for the last one only);
-//! - `tgN`: `N` single-token forward passes from an empty cache.
+//! - `tgN`: `N` single-token forward passes from an empty cache;
+//! - `ppP+tgG` (`-pg P,G`): a `P`-token prompt, then `G` single-token passes after it, timed
+//!   together.
 //!
 //! Each test runs once unmeasured (warm-up), then `-r` times; `avg_ts`/`stddev_ts` are the mean
 //! and sample standard deviation of the per-run tokens/second. This module owns measuring and
@@ -29,6 +31,8 @@ pub struct Options {
     pub n_prompt: Vec<usize>,
     /// Generation length (`-n`; 0 skips the generation test).
     pub n_gen: usize,
+    /// Prompt-then-generation tests (`-pg P,G`).
+    pub prompt_gen: Vec<(usize, usize)>,
     /// Measured runs per test (`-r`).
     pub repetitions: usize,
     pub format: Format,
@@ -63,9 +67,25 @@ impl Options {
         if cli.repetitions == 0 {
             bail!("--bench: -r takes a number of runs >= 1");
         }
+        let prompt_gen = cli
+            .bench_pg
+            .iter()
+            .map(|pg| {
+                let parsed = pg
+                    .split_once(',')
+                    .and_then(|(p, g)| Some((p.trim().parse().ok()?, g.trim().parse().ok()?)));
+                match parsed {
+                    Some((p, g)) if p > 0 && g > 0 => Ok((p, g)),
+                    _ => Err(anyhow::anyhow!(
+                        "--bench: -pg takes a prompt size and a generation length above 0, as 512,128; got '{pg}'"
+                    )),
+                }
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(Options {
             n_prompt,
             n_gen,
+            prompt_gen,
             repetitions: cli.repetitions,
             format,
             threads,
@@ -83,12 +103,12 @@ pub struct TestResult {
 }
 
 impl TestResult {
-    /// llama-bench's name for the test: `pp512`, `tg128`.
+    /// llama-bench's name for the test: `pp512`, `tg128`, `pp512+tg128`.
     pub fn name(&self) -> String {
-        if self.n_prompt > 0 {
-            format!("pp{}", self.n_prompt)
-        } else {
-            format!("tg{}", self.n_gen)
+        match (self.n_prompt, self.n_gen) {
+            (p, 0) => format!("pp{p}"),
+            (0, g) => format!("tg{g}"),
+            (p, g) => format!("pp{p}+tg{g}"),
         }
     }
 
@@ -144,10 +164,19 @@ fn time_prompt(model: &Model, tokens: &[u32]) -> f64 {
 
 /// Seconds for `tokens.len()` single-token forward passes from an empty cache.
 fn time_generation(model: &Model, tokens: &[u32]) -> f64 {
-    let mut cache = model.new_cache(tokens.len().max(1));
+    time_prompt_then_generation(model, &[], tokens)
+}
+
+/// Seconds for `prompt` as one batch (if any) and then one pass per token of `gen` after it.
+fn time_prompt_then_generation(model: &Model, prompt: &[u32], gen: &[u32]) -> f64 {
+    let mut cache = model.new_cache((prompt.len() + gen.len()).max(1));
     let t = Instant::now();
-    for (pos, &tok) in tokens.iter().enumerate() {
-        let batch = Batch::sequence(&[tok], pos, false);
+    if !prompt.is_empty() {
+        let batch = Batch::sequence(prompt, 0, false);
+        std::hint::black_box(model.forward(&batch, std::slice::from_mut(&mut cache)));
+    }
+    for (i, &tok) in gen.iter().enumerate() {
+        let batch = Batch::sequence(&[tok], prompt.len() + i, false);
         std::hint::black_box(model.forward(&batch, std::slice::from_mut(&mut cache)));
     }
     t.elapsed().as_secs_f64()
@@ -178,6 +207,18 @@ pub fn measure(model: &Model, opts: &Options) -> Vec<TestResult> {
         results.push(TestResult {
             n_prompt: 0,
             n_gen: opts.n_gen,
+            samples,
+        });
+    }
+    for &(p, g) in &opts.prompt_gen {
+        let (prompt, gen) = (random_tokens(p, n_vocab, 3), random_tokens(g, n_vocab, 4));
+        time_prompt_then_generation(model, &prompt, &gen[..1]);
+        let samples = (0..opts.repetitions)
+            .map(|_| time_prompt_then_generation(model, &prompt, &gen))
+            .collect();
+        results.push(TestResult {
+            n_prompt: p,
+            n_gen: g,
             samples,
         });
     }
@@ -350,6 +391,7 @@ mod tests {
         };
         assert_eq!(r(512, 0).name(), "pp512");
         assert_eq!(r(0, 128).name(), "tg128");
+        assert_eq!(r(512, 128).name(), "pp512+tg128");
         assert_eq!(r(0, 128).samples_ts(), vec![256.0, 128.0]);
     }
 

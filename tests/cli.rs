@@ -475,3 +475,44 @@ fn chat_drops_the_oldest_turns_when_the_context_fills() {
         "{transcript}"
     );
 }
+
+#[test]
+fn bench_prints_llama_bench_rows() {
+    let Some(m) = model_path(SMOLLM) else { return };
+    let m = m.to_str().unwrap();
+    let out = llamafile(&[
+        "--bench", "-m", m, "-p", "32", "-n", "4", "-pg", "16,4", "-r", "2", "-fa", "1", "-o",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let got: Vec<(u64, u64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["n_prompt"].as_u64().unwrap(),
+                r["n_gen"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, vec![(32, 0), (0, 4), (16, 4)]);
+    for r in &rows {
+        assert!(r["avg_ts"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["stddev_ts"].as_f64().unwrap() >= 0.0, "{r}");
+        assert_eq!(r["samples_ts"].as_array().unwrap().len(), 2, "{r}");
+    }
+    let md = llamafile(&["--bench", "-m", m, "-p", "16", "-n", "0", "-r", "1"]);
+    let table = String::from_utf8_lossy(&md.stdout);
+    assert!(
+        table.contains("| model") && table.contains("pp16"),
+        "{table}"
+    );
+    assert_one_line_error(
+        &llamafile(&["--bench", "-m", m, "-pg", "16"]),
+        "-pg takes a prompt size",
+    );
+}

@@ -168,9 +168,10 @@ impl CompatArgs {
                 }
             }
         }
+        // llama-bench spells these 0 and 1.
         for (flag, v) in [("--flash-attn", &self.flash_attn), ("--color", &self.color)] {
             if let Some(v) = v {
-                if !["on", "off", "auto"].contains(&v.as_str()) {
+                if !["on", "off", "auto", "0", "1"].contains(&v.as_str()) {
                     return Err(format!("{flag} {v}: expected on, off or auto"));
                 }
             }

@@ -239,6 +239,10 @@ pub struct Cli {
     #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
     pub repetitions: usize,
 
+    /// --bench: prompt-then-generation tests `PP,TG` (llama-bench's `-pg`; repeatable).
+    #[arg(long = "n-gen-prompt", value_name = "PP,TG")]
+    pub bench_pg: Vec<String>,
+
     /// With --bench: output format, md or json.
     #[arg(short = 'o', long = "output", value_name = "md|json")]
     pub bench_output: Option<String>,
@@ -336,6 +340,7 @@ const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-cnv", "--chat"),
     ("-jf", "--json-schema-file"),
     ("-md", "--model-draft"),
+    ("-pg", "--n-gen-prompt"),
 ];
 
 /// Flags whose value is free text, which is never taken for a flag to rewrite.
