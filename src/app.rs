@@ -92,6 +92,13 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
     crate::pool::init(threads);
     let name = model_name(cli, own)?;
     let loaded = load_model(&name, own)?;
+    if cli.compat.mlock {
+        if let Err(e) = loaded.model.file.shared_bytes().lock_in_memory() {
+            eprintln!(
+                "llamafile: --mlock: cannot lock the weights in memory ({e}); raise `ulimit -l`"
+            );
+        }
+    }
     clock.mark_loaded();
     if cli.verbose {
         let c = &loaded.model.config;

@@ -1,5 +1,5 @@
 //! llama.cpp flags that scripts and habits carry over. Some act here (`--ignore-eos`,
-//! `--reverse-prompt`, `-sys`, `-sp`, `--no-webui`); the rest name things this engine always does or never
+//! `--reverse-prompt`, `-sys`, `-sp`, `--no-webui`, `--mlock`); the rest name things this engine always does or never
 //! needs (flash attention, continuous batching, warm-up, logging, NUMA, mlock, ...) and are
 //! accepted so that a llama.cpp command line runs unchanged. Values that would ask for
 //! something this engine cannot do (a quantized KV cache) are refused by [`CompatArgs::check`].
@@ -50,7 +50,7 @@ pub struct CompatArgs {
     #[arg(long = "threads-batch", value_name = "N")]
     pub threads_batch: Option<usize>,
 
-    /// Accepted; no effect here (weights are mapped, and the kernel pages them in).
+    /// Lock the mapped weights in RAM (mlock), as llama.cpp does; a warning if not allowed.
     #[arg(long = "mlock")]
     pub mlock: bool,
 

@@ -27,6 +27,17 @@ impl Storage {
     }
 }
 
+impl SharedBytes {
+    /// Locks the whole underlying mapping in RAM (`mlock`), so the weights are never paged
+    /// out; owned buffers need nothing.
+    pub fn lock_in_memory(&self) -> std::io::Result<()> {
+        match &*self.storage {
+            Storage::Mapped(m) => m.lock(),
+            Storage::Owned(_) => Ok(()),
+        }
+    }
+}
+
 /// A cheaply clonable window into a shared, immutable byte buffer.
 #[derive(Clone)]
 pub struct SharedBytes {
