@@ -408,6 +408,8 @@ impl Worker {
             draft_n_accepted: a.draft_n_accepted,
         };
         self.metrics.requests_done.add(1);
+        // The slot is free before the client hears it is done: `/slots` must not lag behind.
+        self.publish();
         let _ = a.job.events.send(Event::Done(summary));
     }
 
