@@ -903,6 +903,14 @@ fn a_full_slot_shifts_its_context_when_asked() {
     };
     assert!(predicted(&["-np", "1", "-c", "64"]) < 64);
     assert_eq!(predicted(&["-np", "1", "-c", "64", "--context-shift"]), 120);
+    // A request's own n_keep (here the whole prompt), and a bad one named.
+    let srv = start_with(&model, &["-np", "1", "-c", "64", "--context-shift"]);
+    let mut keep_all = body.clone();
+    keep_all["n_keep"] = json!(-1);
+    let r = post(srv.port, "/completion", &keep_all).json();
+    assert_eq!(r["tokens_predicted"], 120);
+    keep_all["n_keep"] = json!("all");
+    assert_error(&post(srv.port, "/completion", &keep_all), 400, "n_keep");
 }
 
 #[test]

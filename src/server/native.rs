@@ -82,6 +82,7 @@ pub fn completion(state: &State, body: &[u8], rsp: &mut Responder) -> Result<(),
         stop: o.stop("stop")?,
         cache_prompt: o.bool("cache_prompt")?.unwrap_or(true),
         ignore_eos: o.bool("ignore_eos")?.unwrap_or(false),
+        n_keep: o.int_in("n_keep", -1..=i64::from(u32::MAX))?,
         n_probs: match o.int_in("n_probs", 0..=100)?.unwrap_or(0) {
             0 => None,
             n => Some(n as usize),
@@ -132,6 +133,7 @@ fn settings(p: &GenParams, n_ctx: usize) -> Value {
         "stop": p.stop,
         "ignore_eos": p.ignore_eos,
         "cache_prompt": p.cache_prompt,
+        "n_keep": p.n_keep.unwrap_or(0),
     })
 }
 
@@ -272,6 +274,7 @@ pub fn props(state: &State) -> Response {
         cache_prompt: true,
         ignore_eos: false,
         n_probs: None,
+        n_keep: Some(state.config.n_keep),
     };
     let n_ctx = state.scheduler.options.n_ctx_slot;
     Response::json(

@@ -130,6 +130,7 @@ fn gen_params(
         stop: o.stop("stop")?,
         cache_prompt: o.bool("cache_prompt")?.unwrap_or(true),
         ignore_eos: o.bool("ignore_eos")?.unwrap_or(false),
+        n_keep: o.int_in("n_keep", -1..=i64::from(u32::MAX))?,
         n_probs,
     })
 }

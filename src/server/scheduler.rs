@@ -365,7 +365,11 @@ impl Worker {
                         &self.loaded.model,
                         &mut self.caches[i],
                         &mut slot.tokens,
-                        keep_tokens(self.options.n_keep, &a.job.prompt, tok.bos()),
+                        keep_tokens(
+                            a.job.params.n_keep.unwrap_or(self.options.n_keep),
+                            &a.job.prompt,
+                            tok.bos(),
+                        ),
                     ))
             {
                 finish = Some(Finish::ContextFull);

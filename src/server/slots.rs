@@ -26,6 +26,8 @@ pub struct GenParams {
     /// Report each token's log-probability and this many alternatives (`None`: no
     /// log-probabilities).
     pub n_probs: Option<usize>,
+    /// Prompt tokens a context shift keeps (`n_keep`; `None`: the server's `--keep`).
+    pub n_keep: Option<i64>,
 }
 
 /// Why generation ended.
