@@ -10,6 +10,7 @@ use crate::model::Model;
 use crate::perplexity::perplexity;
 use crate::sampling::grammar::json_schema;
 use crate::sampling::{Grammar, Sampler, SamplerKind, SamplingParams, TokenVocab};
+use crate::stop_text::StopWatch;
 use crate::timings::RunClock;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use anyhow::{bail, Context, Result};
@@ -244,10 +245,7 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
     } else {
         StreamDecoder::new()
     };
-    // The output's tail, as long as the longest reverse prompt, to spot one at the end.
-    let stops = &cli.compat.reverse_prompt;
-    let tail_len = stops.iter().map(|s| s.len()).max().unwrap_or(0);
-    let mut tail = String::new();
+    let mut reverse_prompts = StopWatch::new(cli.compat.reverse_prompt.clone());
     let mut write_err = None;
     let on_token = |ev: &crate::generate::TokenEvent| {
         clock.mark_token();
@@ -266,40 +264,22 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
             {
                 return false;
             }
-            if tail_len > 0 {
-                tail.push_str(&text);
-                if tail.len() > 2 * tail_len + 64 {
-                    let cut = tail.len() - tail_len;
-                    let cut = (cut..tail.len())
-                        .find(|&i| tail.is_char_boundary(i))
-                        .unwrap_or(0);
-                    tail.drain(..cut);
-                }
-                if stops.iter().any(|s| tail.ends_with(s.as_str())) {
-                    return false;
-                }
+            if reverse_prompts.push(&text) {
+                return false;
             }
         }
         true
     };
     let ignore_eos = cli.compat.ignore_eos;
     let is_eog = |id| !ignore_eos && tok.is_eog(id);
-    match spec.as_mut() {
-        Some(spec) => {
-            crate::speculative::decode::generate(
-                &mut session,
-                logits,
-                &mut sampler,
-                cli.n_predict,
-                is_eog,
-                on_token,
-                spec,
-            );
-        }
-        None => {
-            session.generate(logits, &mut sampler, cli.n_predict, is_eog, on_token);
-        }
-    }
+    session.generate_with_drafts(
+        logits,
+        &mut sampler,
+        cli.n_predict,
+        is_eog,
+        on_token,
+        spec.as_mut(),
+    );
     let rest = decoder.flush();
     out.write_all(rest.as_bytes())?;
     out.flush()?;

@@ -1,10 +1,12 @@
 //! Prefill and the decode loop for one sequence: feeds the prompt as batches, then samples token
-//! after token until end-of-generation, the token budget or the context is exhausted, reporting
-//! each token to the caller as it is chosen.
+//! after token (verifying speculative drafts when given some) until end-of-generation, the token
+//! budget or the context is exhausted, reporting each token to the caller as it is chosen; and
+//! the context shift that makes room when the context fills.
 
 use crate::kv_cache::KvCache;
 use crate::model::{Batch, Model};
 use crate::sampling::Sampler;
+use crate::speculative::Speculator;
 
 /// Context shift of one sequence (`tokens`, whose keys and values are in `cache`): the first
 /// `keep` tokens stay, the older half of the others goes, and the rest move down. False when
@@ -23,6 +25,11 @@ pub fn shift_context(
     model.shift_cache(cache, keep, discard);
     tokens.drain(keep..keep + discard);
     true
+}
+
+/// Length of the common prefix of `a` and `b`.
+pub fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// Leading tokens a context shift keeps for `prompt`, as llama.cpp counts `--keep`/`n_keep`:
@@ -101,6 +108,14 @@ impl<'m> Session<'m> {
         self.cache.truncate(keep);
     }
 
+    /// Keeps the longest prefix the session shares with `tokens`, but at most `at_most`
+    /// tokens, and forgets the rest; returns how many were kept.
+    pub fn keep_prefix(&mut self, tokens: &[u32], at_most: usize) -> usize {
+        let keep = common_prefix(&self.tokens, tokens).min(at_most);
+        self.truncate(keep);
+        keep
+    }
+
     /// Feeds `tokens` after the ones already in the session and returns the logits after the
     /// last one (or every token's logits, `n_vocab` each, if `all_logits`).
     pub fn feed(&mut self, tokens: &[u32], all_logits: bool) -> Vec<f32> {
@@ -143,34 +158,95 @@ impl<'m> Session<'m> {
     /// `logits`, calling `on_token` for each; `on_token` returning false cancels.
     pub fn generate(
         &mut self,
-        mut logits: Vec<f32>,
+        logits: Vec<f32>,
+        sampler: &mut Sampler,
+        n_predict: i64,
+        is_eog: impl Fn(u32) -> bool,
+        on_token: impl FnMut(&TokenEvent) -> bool,
+    ) -> StopReason {
+        self.generate_with_drafts(logits, sampler, n_predict, is_eog, on_token, None)
+    }
+
+    /// [`Session::generate`] with speculation: after each emitted token, `spec` may draft the
+    /// next ones, and the model runs once over the token and its draft. The sampler then takes
+    /// each position in turn, keeping drafted tokens while they equal what it sampled; the first
+    /// mismatch (or the token after a fully accepted draft) is emitted too, and the cache forgets
+    /// the rejected tail. Same events and stop reasons; since every emitted token is a sample of
+    /// the model, greedy or seeded output is the same as without drafts.
+    pub fn generate_with_drafts(
+        &mut self,
+        logits: Vec<f32>,
         sampler: &mut Sampler,
         n_predict: i64,
         is_eog: impl Fn(u32) -> bool,
         mut on_token: impl FnMut(&TokenEvent) -> bool,
+        mut spec: Option<&mut Speculator>,
     ) -> StopReason {
+        let n_vocab = self.model.config.n_vocab;
+        let budget_left = |produced: i64| n_predict < 0 || produced < n_predict;
         let mut produced: i64 = 0;
+        // Logits after each token of the last pass: its first token, then its draft.
+        let mut rows = logits;
+        let mut draft: Vec<u32> = Vec::new();
         loop {
-            if n_predict >= 0 && produced >= n_predict {
-                return StopReason::Length;
+            let base = self.tokens.len() - draft.len();
+            let mut next = None;
+            for (i, row) in rows.chunks_exact(n_vocab).enumerate() {
+                if !budget_left(produced) {
+                    self.truncate(base + i);
+                    return StopReason::Length;
+                }
+                let id = sampler.sample(row, &self.tokens[..base + i]);
+                produced += 1;
+                let eog = is_eog(id);
+                if !on_token(&TokenEvent {
+                    id,
+                    logits: row,
+                    is_eog: eog,
+                }) {
+                    self.truncate(base + i);
+                    return StopReason::Cancelled;
+                }
+                if eog {
+                    self.truncate(base + i);
+                    return StopReason::EndOfGeneration;
+                }
+                if draft.get(i) != Some(&id) {
+                    // Drafted tokens before `i` were right; `id` is fed next.
+                    self.truncate(base + i);
+                    next = Some(id);
+                    break;
+                }
+                if let Some(s) = spec.as_deref_mut() {
+                    s.stats.accepted += 1;
+                }
             }
-            let id = sampler.sample(&logits, &self.tokens);
-            produced += 1;
-            let eog = is_eog(id);
-            if !on_token(&TokenEvent {
-                id,
-                logits: &logits,
-                is_eog: eog,
-            }) {
-                return StopReason::Cancelled;
-            }
-            if eog {
-                return StopReason::EndOfGeneration;
-            }
+            let id = next.expect("the last row is never a drafted token");
             if !self.make_room() {
                 return StopReason::ContextFull;
             }
-            logits = self.feed(&[id], false);
+            if !budget_left(produced) {
+                return StopReason::Length;
+            }
+            // Room for `id` plus the draft, and no more drafted tokens than may be emitted.
+            let budget = if n_predict < 0 {
+                usize::MAX
+            } else {
+                (n_predict - produced) as usize
+            };
+            let room = (self.remaining() - 1).min(budget - 1);
+            draft = match spec.as_deref_mut() {
+                Some(s) => s.draft(&self.tokens, id, room),
+                None => Vec::new(),
+            };
+            if let Some(s) = spec.as_deref_mut().filter(|_| !draft.is_empty()) {
+                s.stats.steps += 1;
+                s.stats.drafted += draft.len();
+            }
+            let mut batch = Vec::with_capacity(1 + draft.len());
+            batch.push(id);
+            batch.extend_from_slice(&draft);
+            rows = self.feed(&batch, !draft.is_empty());
         }
     }
 }

@@ -22,5 +22,6 @@ pub mod quant;
 pub mod sampling;
 pub mod server;
 pub mod speculative;
+pub mod stop_text;
 pub mod timings;
 pub mod tokenizer;

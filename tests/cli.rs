@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{assert_one_line_error, generated_tokens, llamafile, model_path};
+use common::{
+    assert_one_line_error, generated_tokens, llamafile, llamafile_with_input, model_path,
+};
 use llamafile::gguf::GgufWriter;
 use llamafile::quant::GgmlType;
 use std::path::{Path, PathBuf};
@@ -428,11 +430,9 @@ fn reverse_prompt_ignore_eos_and_specials() {
 
 #[test]
 fn chat_drops_the_oldest_turns_when_the_context_fills() {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
     let Some(m) = model_path(SMOLLM) else { return };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_llamafile"))
-        .args([
+    let out = llamafile_with_input(
+        &[
             "-m",
             m.to_str().unwrap(),
             "--chat",
@@ -442,21 +442,9 @@ fn chat_drops_the_oldest_turns_when_the_context_fills() {
             "80",
             "--temp",
             "0",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(
-            b"Tell me about the history of Rome in detail.\nAnd Greece?\nAnd Egypt?\nAnd Persia?\n",
-        )
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+        ],
+        b"Tell me about the history of Rome in detail.\nAnd Greece?\nAnd Egypt?\nAnd Persia?\n",
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -514,5 +502,30 @@ fn bench_prints_llama_bench_rows() {
     assert_one_line_error(
         &llamafile(&["--bench", "-m", m, "-pg", "16"]),
         "-pg takes a prompt size",
+    );
+}
+
+#[test]
+fn chat_system_prompt_from_sys_or_p() {
+    let Some(m) = model_path(SMOLLM) else { return };
+    let m = m.to_str().unwrap();
+    let chat = |extra: &[&str]| {
+        let mut argv = vec!["-m", m, "--chat", "-n", "24", "--temp", "0"];
+        argv.extend_from_slice(extra);
+        let out = llamafile_with_input(&argv, b"Who are you?\n");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let system = "You are a pirate. Answer like one.";
+    let with_sys = chat(&["-sys", system]);
+    assert_eq!(with_sys, chat(&["-p", system]));
+    assert_ne!(
+        with_sys,
+        chat(&[]),
+        "the system prompt reaches the template"
     );
 }

@@ -8,7 +8,7 @@ use common::server::{start_with, Server};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1";
@@ -622,22 +622,21 @@ fn chat_at_temperature_zero_matches_the_cli() {
 
     // --chat renders the same conversation with the same template: the same answer, then a
     // second turn that builds on the first.
-    let mut child = Command::new(binary())
-        .arg("-m")
-        .arg(&model)
-        .args(["--chat", "--temp", "0", "-n", &n.to_string(), "-t", "2"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"What is the capital of France?\nAnd of Italy?\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let n_text = n.to_string();
+    let out = common::llamafile_with_input(
+        &[
+            "-m",
+            model.to_str().unwrap(),
+            "--chat",
+            "--temp",
+            "0",
+            "-n",
+            &n_text,
+            "-t",
+            "2",
+        ],
+        b"What is the capital of France?\nAnd of Italy?\n",
+    );
     assert!(
         out.status.success(),
         "{}",

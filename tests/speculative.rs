@@ -11,7 +11,7 @@ use llamafile::app::{load_model, Loaded};
 use llamafile::cli::{self, SpecArgs};
 use llamafile::generate::Session;
 use llamafile::sampling::{Sampler, SamplingParams, TokenVocab};
-use llamafile::speculative::{decode, setup, SpecStats};
+use llamafile::speculative::{setup, SpecStats};
 use std::sync::Arc;
 
 const TARGET: &str = "qwen2.5-coder-1.5b-instruct";
@@ -68,7 +68,7 @@ fn generate(
     let mut spec = setup::build(&args, m, draft, 1024, 512)
         .expect("speculator")
         .expect("speculation asked for");
-    decode::generate(&mut s, logits, &mut smp, N, is_eog, on_token, &mut spec);
+    s.generate_with_drafts(logits, &mut smp, N, is_eog, on_token, Some(&mut spec));
     (out, spec.stats)
 }
 

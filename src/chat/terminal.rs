@@ -88,15 +88,7 @@ pub fn run_chat(
             continue;
         }
         // Reuse the cached prefix; always feed at least one token to get fresh logits.
-        let common = session
-            .tokens
-            .iter()
-            .zip(&tokens)
-            .take_while(|(a, b)| a == b)
-            .count()
-            .min(tokens.len() - 1);
-        session.tokens.truncate(common);
-        session.cache.truncate(common);
+        let common = session.keep_prefix(&tokens, tokens.len() - 1);
         let logits = session.feed(&tokens[common..], false);
         let mut decoder = StreamDecoder::new();
         let mut answer = String::new();

@@ -13,7 +13,7 @@ pub struct CompatArgs {
     #[arg(long = "ignore-eos")]
     pub ignore_eos: bool,
 
-    /// Stop when the output ends with this text (repeatable; `-r` outside --bench).
+    /// Stop once this text appears in the output (repeatable; `-r` outside --bench).
     #[arg(
         long = "reverse-prompt",
         visible_alias = "in-stop",

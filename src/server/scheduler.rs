@@ -221,9 +221,7 @@ impl Worker {
                     } else {
                         (n_predict as usize).saturating_sub(a.n_decoded + 1)
                     };
-                    let mut context = slot.tokens.clone();
-                    context.push(id);
-                    drafts[slot.id] = spec.draft(&context, ctx_room.min(budget));
+                    drafts[slot.id] = spec.draft(&slot.tokens, id, ctx_room.min(budget));
                     feed.extend_from_slice(&drafts[slot.id]);
                 }
                 for t in feed {

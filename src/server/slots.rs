@@ -6,6 +6,7 @@
 
 use crate::sampling::logprobs::StepLogprobs;
 use crate::sampling::{Sampler, SamplingParams, TokenVocab};
+use crate::stop_text::{find_stop, partial_stop};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -151,11 +152,7 @@ impl Slot {
 
     /// Length of the common prefix of the cached tokens and `prompt`.
     pub fn common_prefix(&self, prompt: &[u32]) -> usize {
-        self.tokens
-            .iter()
-            .zip(prompt)
-            .take_while(|(a, b)| a == b)
-            .count()
+        crate::generate::common_prefix(&self.tokens, prompt)
     }
 
     /// Starts `job`, keeping the cached prefix it shares (at least one prompt token is always
@@ -260,40 +257,9 @@ impl Active {
     }
 }
 
-/// The earliest stop sequence in `text`: its byte offset and the sequence.
-fn find_stop(text: &str, stops: &[String]) -> Option<(usize, String)> {
-    stops
-        .iter()
-        .filter_map(|s| text.find(s.as_str()).map(|at| (at, s.clone())))
-        .min_by_key(|(at, _)| *at)
-}
-
-/// Bytes at the end of `text` that could be the start of a stop sequence.
-fn partial_stop(text: &str, stops: &[String]) -> usize {
-    let mut hold = 0;
-    for s in stops {
-        for (i, _) in s.char_indices().skip(1) {
-            if i > hold && text.ends_with(&s[..i]) {
-                hold = i;
-            }
-        }
-    }
-    hold
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stop_sequences() {
-        let stops = vec!["END".to_string(), "\n\n".to_string()];
-        assert_eq!(find_stop("abc\n\nxEND", &stops), Some((3, "\n\n".into())));
-        assert_eq!(partial_stop("abcEN", &stops), 2);
-        assert_eq!(partial_stop("abc\n", &stops), 1);
-        assert_eq!(partial_stop("abc", &stops), 0);
-        assert_eq!(partial_stop("é", &["éa".to_string()]), 2);
-    }
 
     #[test]
     fn slot_choice_prefers_cached_prefix_then_lru() {

@@ -28,31 +28,25 @@ impl<'m> ModelDrafter<'m> {
         }
     }
 
-    /// Logits after the last token of `context`, feeding the draft session only what it lacks.
-    fn catch_up(&mut self, context: &[u32]) -> Option<Vec<f32>> {
-        let common = self
-            .session
-            .tokens
-            .iter()
-            .zip(context)
-            .take_while(|(a, b)| a == b)
-            .count();
-        // At least the last token is fed again: its logits are needed.
-        let keep = common.min(context.len() - 1);
-        self.session.truncate(keep);
-        if self.session.remaining() < context.len() - keep {
+    /// Logits after `history` and `last`, feeding the draft session only what it lacks (at
+    /// least `last`, whose logits are needed).
+    fn catch_up(&mut self, history: &[u32], last: u32) -> Option<Vec<f32>> {
+        let keep = self.session.keep_prefix(history, history.len());
+        if self.session.remaining() < history.len() - keep + 1 {
             return None;
         }
-        Some(self.session.feed(&context[keep..], false))
+        let mut tail = history[keep..].to_vec();
+        tail.push(last);
+        Some(self.session.feed(&tail, false))
     }
 }
 
 impl Drafter for ModelDrafter<'_> {
-    fn draft(&mut self, context: &[u32], max: usize) -> Vec<u32> {
-        if context.is_empty() || max == 0 {
+    fn draft(&mut self, history: &[u32], last: u32, max: usize) -> Vec<u32> {
+        if max == 0 {
             return Vec::new();
         }
-        let Some(mut logits) = self.catch_up(context) else {
+        let Some(mut logits) = self.catch_up(history, last) else {
             return Vec::new();
         };
         let mut draft = Vec::new();

@@ -6,7 +6,7 @@
 pub mod server;
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 /// The four test models: file stem and llama.cpp's own batched-vs-sequential top-5 logit noise.
 pub const MODELS: [(&str, f64); 4] = [
@@ -108,4 +108,23 @@ pub fn generated_tokens(stderr: &str) -> usize {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no timing summary in {stderr}"));
     n + 1
+}
+
+/// Runs the `llamafile` binary with `args`, writing `input` to its stdin (a `--chat` session).
+pub fn llamafile_with_input(args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_llamafile"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run llamafile");
+    child
+        .stdin
+        .take()
+        .expect("stdin is piped")
+        .write_all(input)
+        .expect("write stdin");
+    child.wait_with_output().expect("wait for llamafile")
 }
