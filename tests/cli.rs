@@ -528,4 +528,6 @@ fn chat_system_prompt_from_sys_or_p() {
         chat(&[]),
         "the system prompt reaches the template"
     );
+    // --chat-template replaces the model's own template in the terminal chat too.
+    assert_ne!(chat(&["--chat-template", "llama2"]), chat(&[]));
 }
