@@ -10,6 +10,7 @@ pub mod bundle;
 pub mod chat;
 pub mod cli;
 pub mod cores;
+pub mod cpu;
 pub mod escapes;
 pub mod generate;
 pub mod gguf;

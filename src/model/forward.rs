@@ -148,32 +148,41 @@ impl Model {
             scale: cfg.attn_scale,
         };
         let caches: &[KvCache] = caches;
-        if n >= tiled::MIN_TOKENS {
-            // One call per run of consecutive tokens of the same sequence.
-            let mut t = 0;
-            while t < n {
-                let seq = batch.seq[t];
-                let end = (t..n).find(|&u| batch.seq[u] != seq).unwrap_or(n);
-                let queries = tiled::Queries {
-                    q: &s.q[t * q_dim..end * q_dim],
-                    pos: &batch.pos[t..end],
-                    window,
-                };
-                let cache = &caches[seq];
-                tiled::attend(
-                    &shape,
-                    &queries,
-                    cache.keys(il),
-                    cache.values(il),
-                    &mut s.attn[t * q_dim..end * q_dim],
-                );
+        // The path is chosen per run of consecutive tokens of one sequence, never from the
+        // size of the whole batch: a sequence's results must not depend on which other
+        // sequences share its forward pass (server slots, speculative verification).
+        let mut short = Vec::new();
+        let mut t = 0;
+        while t < n {
+            let seq = batch.seq[t];
+            let end = (t..n).find(|&u| batch.seq[u] != seq).unwrap_or(n);
+            if end - t < tiled::MIN_TOKENS {
+                short.extend(t..end);
                 t = end;
+                continue;
             }
-        } else {
+            let queries = tiled::Queries {
+                q: &s.q[t * q_dim..end * q_dim],
+                pos: &batch.pos[t..end],
+                window,
+            };
+            let cache = &caches[seq];
+            tiled::attend(
+                &shape,
+                &queries,
+                cache.keys(il),
+                cache.values(il),
+                &mut s.attn[t * q_dim..end * q_dim],
+            );
+            t = end;
+        }
+        if !short.is_empty() {
+            // One (token, head) per task, into a buffer of the short runs' rows.
             let group = cfg.n_head / cfg.n_head_kv;
             let q = &s.q;
-            pool::global().for_each_chunk(&mut s.attn, hd, |c, out| {
-                let (t, head) = (c / cfg.n_head, c % cfg.n_head);
+            let mut rows = vec![0f32; short.len() * q_dim];
+            pool::global().for_each_chunk(&mut rows, hd, |c, out| {
+                let (t, head) = (short[c / cfg.n_head], c % cfg.n_head);
                 let pos = batch.pos[t];
                 let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
                 let cache = &caches[batch.seq[t]];
@@ -189,6 +198,9 @@ impl Model {
                     out,
                 );
             });
+            for (&t, row) in short.iter().zip(rows.chunks_exact(q_dim)) {
+                s.attn[t * q_dim..(t + 1) * q_dim].copy_from_slice(row);
+            }
         }
 
         matmul(&layer.wo.mat(file), &s.attn, n, &mut s.h);

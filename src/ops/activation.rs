@@ -2,32 +2,39 @@
 //! table indexed by the input rounded to f16 whose entries are themselves f16, so results match
 //! llama.cpp's CPU path.
 
+use crate::cpu::Isa;
+use crate::ops::expf::expf_ggml;
 use half::f16;
 use std::sync::OnceLock;
 
 /// `gate[i] = silu(gate[i]) * up[i]`, with ggml's vectorised `expf` approximation (its
-/// AVX-512 form) wherever the CPU can compute it exactly, so results match llama.cpp's bits.
+/// AVX-512 form, whose bits every variant reproduces), so results match llama.cpp's.
 pub fn swiglu(gate: &mut [f32], up: &[f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if silu_x86::available() {
-        // SAFETY: `available()` confirmed AVX-512F/DQ at run time.
-        let done = unsafe { silu_x86::swiglu16(gate, up) };
-        swiglu_scalar(&mut gate[done..], &up[done..]);
-        return;
-    }
-    swiglu_scalar(gate, up);
+    swiglu_with(crate::cpu::isa(), gate, up)
 }
 
-fn swiglu_scalar(gate: &mut [f32], up: &[f32]) {
-    for (g, u) in gate.iter_mut().zip(up) {
-        *g = *g / (1.0 + (-*g).exp()) * *u;
+/// [`swiglu`] with the kernels of `isa` (which this CPU must support).
+pub fn swiglu_with(isa: Isa, gate: &mut [f32], up: &[f32]) {
+    let n = gate.len().min(up.len());
+    #[allow(unused_mut)]
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    match isa {
+        // SAFETY: the caller guarantees the CPU supports `isa`.
+        Isa::Avx512 => done = unsafe { silu_x86::swiglu16(&mut gate[..n], &up[..n]) },
+        // SAFETY: as above.
+        Isa::Avx2 => done = unsafe { silu_x86::swiglu8(&mut gate[..n], &up[..n]) },
+        _ => {}
+    }
+    let _ = isa;
+    for (g, u) in gate[done..n].iter_mut().zip(&up[done..n]) {
+        *g = *g / (1.0 + expf_ggml(-*g)) * *u;
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod silu_x86 {
-    pub(super) use crate::ops::expf::x86::available;
-    use crate::ops::expf::x86::v_expf;
+    use crate::ops::expf::x86::{v_expf, v_expf8};
     use std::arch::x86_64::*;
 
     /// SwiGLU over the leading multiple of 16 elements; returns how many were done.
@@ -47,6 +54,30 @@ mod silu_x86 {
                 _mm512_storeu_ps(
                     g.as_mut_ptr(),
                     _mm512_mul_ps(silu, _mm512_loadu_ps(u.as_ptr())),
+                );
+            }
+        }
+        n
+    }
+
+    /// SwiGLU over the leading multiple of 8 elements, with [`swiglu16`]'s bits; returns how
+    /// many were done.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn swiglu8(gate: &mut [f32], up: &[f32]) -> usize {
+        let n = gate.len().min(up.len()) / 8 * 8;
+        let one = _mm256_set1_ps(1.0);
+        for (g, u) in gate[..n].chunks_exact_mut(8).zip(up.chunks_exact(8)) {
+            // SAFETY: both chunks hold 8 floats; unaligned loads and store.
+            unsafe {
+                let x = _mm256_loadu_ps(g.as_ptr());
+                let e = v_expf8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+                let silu = _mm256_div_ps(x, _mm256_add_ps(one, e));
+                _mm256_storeu_ps(
+                    g.as_mut_ptr(),
+                    _mm256_mul_ps(silu, _mm256_loadu_ps(u.as_ptr())),
                 );
             }
         }
@@ -100,6 +131,21 @@ mod tests {
         assert_eq!(g[0], 0.0);
         assert!((g[1] - 2.0 * 0.731_058_6).abs() < 1e-6);
         assert!((g[2] + 0.268_941_4).abs() < 1e-6);
+    }
+
+    #[test]
+    fn every_variant_gives_the_same_bits() {
+        let gate: Vec<f32> = (0..1000).map(|i| (i as f32 - 500.0) * 0.037).collect();
+        let up: Vec<f32> = (0..1000).map(|i| 1.0 + i as f32 * 0.01).collect();
+        let run = |isa| {
+            let mut g = gate.clone();
+            swiglu_with(isa, &mut g, &up);
+            g.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        };
+        let want = run(Isa::Scalar);
+        for isa in crate::cpu::available() {
+            assert_eq!(run(isa), want, "{isa:?}");
+        }
     }
 
     #[test]

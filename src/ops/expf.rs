@@ -1,7 +1,7 @@
 //! ggml's vectorised `expf` (`ggml_v_expf`, its AVX-512 form): a degree-5 polynomial after
 //! range reduction, used wherever llama.cpp uses it (SiLU, the tiled attention's softmax) so
-//! results match its bits. A scalar twin computes the same values one at a time, for the
-//! portable paths and for tests.
+//! results match its bits. The AVX2 form and a scalar twin compute the same values (the final
+//! `2ⁿ` scaling rounded once, as `vscalefps` does), so every CPU variant gives the same bits.
 
 /// The scalar twin of [`x86::v_expf`]: the same operations, rounded the same way.
 pub fn expf_ggml(x: f32) -> f32 {
@@ -20,26 +20,18 @@ pub fn expf_ggml(x: f32) -> f32 {
         return if n <= 0.0 { 0.0 } else { f32::INFINITY };
     }
     // `vscalefps`: j · 2ⁿ rounded once (exact in f64, then one rounding to f32).
-    (j as f64 * 2f64.powi(n as i32)) as f32
+    let pow2 = f64::from_bits(((n as i64 + 1023) as u64) << 52);
+    (j as f64 * pow2) as f32
 }
 
 #[cfg(target_arch = "x86_64")]
 pub mod x86 {
     use std::arch::x86_64::*;
 
-    /// Whether [`v_expf`] can run here.
-    pub fn available() -> bool {
-        use std::sync::OnceLock;
-        static OK: OnceLock<bool> = OnceLock::new();
-        *OK.get_or_init(|| {
-            is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512dq")
-        })
-    }
-
     /// `expf` of sixteen lanes, as ggml's AVX-512 `ggml_v_expf`.
     ///
     /// # Safety
-    /// The CPU must support AVX-512F and AVX-512DQ ([`available`]).
+    /// The CPU must support AVX-512F and AVX-512DQ.
     #[inline]
     #[target_feature(enable = "avx512f,avx512dq")]
     pub fn v_expf(x: __m512) -> __m512 {
@@ -71,6 +63,71 @@ pub mod x86 {
         );
         _mm512_mask_blend_ps(d, res, alt)
     }
+
+    /// `expf` of eight lanes with [`v_expf`]'s bits, on AVX2 and FMA. `vscalefps` has no
+    /// AVX2 form: `j · 2ⁿ` is one exact multiply when `2ⁿ` is a normal float, and is done in
+    /// f64 (exact, then one rounding) when some lane needs a subnormal or huge scale.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub fn v_expf8(x: __m256) -> __m256 {
+        let c = |bits: u32| _mm256_set1_ps(f32::from_bits(bits));
+        let r = c(0x4b40_0000);
+        let z = _mm256_fmadd_ps(x, c(0x3fb8_aa3b), r);
+        let n = _mm256_sub_ps(z, r);
+        let b = _mm256_fnmadd_ps(n, c(0x35bf_be8e), _mm256_fnmadd_ps(n, c(0x3f31_7200), x));
+        let abs_n = _mm256_andnot_ps(_mm256_set1_ps(-0.0), n);
+        let u = _mm256_mul_ps(b, b);
+        let j = _mm256_fmadd_ps(
+            _mm256_fmadd_ps(
+                _mm256_fmadd_ps(c(0x3c07_2010), b, c(0x3d2b_9f17)),
+                u,
+                _mm256_fmadd_ps(c(0x3e2a_af33), b, c(0x3eff_fedb)),
+            ),
+            u,
+            _mm256_fmadd_ps(c(0x3f7f_fff6), b, _mm256_set1_ps(1.0)),
+        );
+        let ni = _mm256_cvtps_epi32(n);
+        let normal = _mm256_and_ps(
+            _mm256_cmp_ps::<_CMP_GE_OQ>(n, _mm256_set1_ps(-126.0)),
+            _mm256_cmp_ps::<_CMP_LE_OQ>(n, _mm256_set1_ps(127.0)),
+        );
+        let res = if _mm256_movemask_ps(normal) == 0xff {
+            let pow2 = _mm256_slli_epi32::<23>(_mm256_add_epi32(ni, _mm256_set1_epi32(127)));
+            _mm256_mul_ps(j, _mm256_castsi256_ps(pow2))
+        } else {
+            // Lanes with |n| > 192 get their pow2 from a clamped exponent; they are replaced
+            // below anyway.
+            let nc = _mm256_max_epi32(
+                _mm256_min_epi32(ni, _mm256_set1_epi32(1000)),
+                _mm256_set1_epi32(-1000),
+            );
+            let scale = |half: __m128i, jh: __m128| {
+                let e = _mm256_add_epi64(_mm256_cvtepi32_epi64(half), _mm256_set1_epi64x(1023));
+                let p = _mm256_castsi256_pd(_mm256_slli_epi64::<52>(e));
+                _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(jh), p))
+            };
+            let lo = scale(_mm256_castsi256_si128(nc), _mm256_castps256_ps128(j));
+            let hi = scale(
+                _mm256_extracti128_si256::<1>(nc),
+                _mm256_extractf128_ps::<1>(j),
+            );
+            _mm256_insertf128_ps::<1>(_mm256_castps128_ps256(lo), hi)
+        };
+        let big = _mm256_cmp_ps::<_CMP_GT_OQ>(abs_n, _mm256_set1_ps(192.0));
+        if _mm256_movemask_ps(big) == 0 {
+            return res;
+        }
+        let zero = _mm256_setzero_ps();
+        let alt = _mm256_blendv_ps(
+            _mm256_set1_ps(f32::INFINITY),
+            zero,
+            _mm256_cmp_ps::<_CMP_LE_OQ>(n, zero),
+        );
+        _mm256_blendv_ps(res, alt, big)
+    }
 }
 
 #[cfg(test)]
@@ -92,10 +149,8 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn scalar_twin_equals_the_vector_form() {
+        use crate::cpu::{supports, Isa};
         use std::arch::x86_64::*;
-        if !x86::available() {
-            return;
-        }
         let mut xs: Vec<f32> = (-3000..3000).map(|i| i as f32 * 0.037).collect();
         xs.extend([
             f32::NEG_INFINITY,
@@ -113,13 +168,27 @@ mod tests {
         }
         for chunk in xs.chunks_exact(16) {
             let mut out = [0f32; 16];
-            // SAFETY: AVX-512F/DQ confirmed above; 16 floats in and out, unaligned.
-            unsafe {
-                let v = x86::v_expf(_mm512_loadu_ps(chunk.as_ptr()));
-                _mm512_storeu_ps(out.as_mut_ptr(), v);
+            if supports(Isa::Avx512) {
+                // SAFETY: AVX-512F/DQ confirmed above; 16 floats in and out, unaligned.
+                unsafe {
+                    let v = x86::v_expf(_mm512_loadu_ps(chunk.as_ptr()));
+                    _mm512_storeu_ps(out.as_mut_ptr(), v);
+                }
+                for (x, got) in chunk.iter().zip(out) {
+                    assert_eq!(got.to_bits(), expf_ggml(*x).to_bits(), "avx512 at {x}");
+                }
             }
-            for (x, got) in chunk.iter().zip(out) {
-                assert_eq!(got.to_bits(), expf_ggml(*x).to_bits(), "at {x}");
+            if supports(Isa::Avx2) {
+                for h in 0..2 {
+                    // SAFETY: AVX2/FMA confirmed above; 8 floats in and out, unaligned.
+                    unsafe {
+                        let v = x86::v_expf8(_mm256_loadu_ps(chunk[8 * h..].as_ptr()));
+                        _mm256_storeu_ps(out[8 * h..].as_mut_ptr(), v);
+                    }
+                }
+                for (x, got) in chunk.iter().zip(out) {
+                    assert_eq!(got.to_bits(), expf_ggml(*x).to_bits(), "avx2 at {x}");
+                }
             }
         }
     }

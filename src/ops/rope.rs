@@ -53,6 +53,27 @@ impl Rope {
 
     /// Like [`Rope::apply`] with a precomputed [`Rope::cos_sin`] table.
     pub fn apply_with(&self, x: &mut [f32], head_dim: usize, cs: &[(f32, f32)]) {
+        #[cfg(target_arch = "x86_64")]
+        if crate::cpu::isa().has_avx2() {
+            // SAFETY: the CPU authority chose an AVX2 variant, so AVX2 and FMA are present.
+            return unsafe { self.apply_fma(x, head_dim, cs) };
+        }
+        self.apply_body(x, head_dim, cs)
+    }
+
+    /// [`Rope::apply_body`] compiled with FMA, so `mul_add` is one instruction rather than a
+    /// call into libm (same results).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn apply_fma(&self, x: &mut [f32], head_dim: usize, cs: &[(f32, f32)]) {
+        self.apply_body(x, head_dim, cs)
+    }
+
+    #[inline(always)]
+    fn apply_body(&self, x: &mut [f32], head_dim: usize, cs: &[(f32, f32)]) {
         let half = self.n_dims / 2;
         for head in x.chunks_exact_mut(head_dim) {
             for (i, &(c, s)) in cs.iter().enumerate() {

@@ -1,7 +1,6 @@
 //! Choosing kernel variants once per process: a table of function pointers per element type,
-//! filled with the scalar reference and then overridden by the best SIMD variant the CPU
-//! supports. `LLAMAFILE_CPU=scalar|avx2|avx512` (x86-64) or `scalar|neon|dotprod` (aarch64)
-//! forces a variant (read once).
+//! filled with the scalar reference and then overridden by SIMD kernels. Which variant runs is
+//! [`crate::cpu::isa`]'s choice (`LLAMAFILE_CPU` forces one).
 
 use std::sync::OnceLock;
 
@@ -66,43 +65,19 @@ pub fn kernel_variant() -> &'static str {
     kernels().name
 }
 
-/// The kernel table in use, chosen on first call.
+/// The kernel table in use: the one of [`crate::cpu::isa`], built on first call.
 #[inline]
 pub(crate) fn kernels() -> &'static Kernels {
     static KERNELS: OnceLock<Kernels> = OnceLock::new();
-    KERNELS.get_or_init(|| {
-        let forced = std::env::var("LLAMAFILE_CPU").ok();
-        let (k, warning) = choose(forced.as_deref(), available());
-        if let Some(w) = warning {
-            eprintln!("warning: {w}");
-        }
-        k
-    })
+    KERNELS.get_or_init(|| table(crate::cpu::isa()))
 }
 
-/// Picks the variant named by `forced` (`LLAMAFILE_CPU`), or the best of `available` when it
-/// is unset, empty or `auto`. An unknown or unavailable name falls back to the best variant,
-/// with a warning to print.
-pub(crate) fn choose(
-    forced: Option<&str>,
-    mut available: Vec<Kernels>,
-) -> (Kernels, Option<String>) {
-    let best = available.len() - 1;
-    match forced.map(str::trim) {
-        None | Some("") | Some("auto") => (available.swap_remove(best), None),
-        Some(want) => match available.iter().position(|k| k.name == want) {
-            Some(i) => (available.swap_remove(i), None),
-            None => {
-                let names: Vec<_> = available.iter().map(|k| k.name).collect();
-                let warning = format!(
-                    "LLAMAFILE_CPU={want} is not available on this CPU (have: {}); using {}",
-                    names.join(", "),
-                    names[best]
-                );
-                (available.swap_remove(best), Some(warning))
-            }
-        },
-    }
+/// The kernel table of `isa` (which this CPU must support).
+pub(crate) fn table(isa: crate::cpu::Isa) -> Kernels {
+    available()
+        .into_iter()
+        .find(|k| k.name == isa.name())
+        .unwrap_or_else(|| panic!("no kernel table for {}", isa.name()))
 }
 
 /// Every variant this CPU can run, worst first (the scalar reference is always first).

@@ -405,18 +405,11 @@ fn vec_dot_rows_equals_vec_dot() {
 }
 
 #[test]
-fn variant_choice_honours_llamafile_cpu() {
-    let names = |v: &[Kernels]| v.iter().map(|k| k.name).collect::<Vec<_>>();
-    let avail = dispatch::available();
-    let best = *names(&avail).last().unwrap();
-    assert!(["scalar", "avx2", "avx512", "neon", "dotprod"].contains(&kernel_variant()));
-    assert_eq!(dispatch::choose(None, avail.clone()).0.name, best);
-    assert_eq!(dispatch::choose(Some("auto"), avail.clone()).0.name, best);
-    let (k, warn) = dispatch::choose(Some("scalar"), avail.clone());
-    assert_eq!((k.name, warn), ("scalar", None));
-    let (k, warn) = dispatch::choose(Some("sse9"), avail);
-    assert_eq!(k.name, best);
-    assert!(warn.unwrap().contains("sse9"));
+fn tables_follow_the_cpu_authority() {
+    let names: Vec<_> = dispatch::available().iter().map(|k| k.name).collect();
+    let isas: Vec<_> = crate::cpu::available().iter().map(|i| i.name()).collect();
+    assert_eq!(names, isas);
+    assert_eq!(kernel_variant(), crate::cpu::isa().name());
 }
 
 #[test]

@@ -12,7 +12,10 @@
 //! - longer batches (prompt processing): [`tiled`], all in f32, in ggml's tiled order.
 
 pub mod tiled;
+#[cfg(target_arch = "x86_64")]
+mod x86_avx2;
 
+use crate::cpu::Isa;
 use half::f16;
 
 /// The shape of one attention layer.
@@ -60,13 +63,23 @@ pub fn attend_one_head(
         last,
         row: &row,
     };
+    attend_rows(crate::cpu::isa(), shape.scale, q, &rows, out);
+}
+
+/// One head over `rows` with the kernels of `isa` (which this CPU must support).
+fn attend_rows(isa: Isa, scale: f32, q: &[f32], rows: &Rows, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if hd.is_multiple_of(DOT_STEP) && x86::available() {
-        // SAFETY: `available()` confirmed AVX-512F, F16C and FMA at run time.
-        unsafe { x86::attend(shape.scale, q, &rows, out) };
-        return;
+    if q.len().is_multiple_of(DOT_STEP) {
+        match isa {
+            // SAFETY: the caller guarantees the CPU supports `isa` (AVX-512F, F16C, FMA).
+            Isa::Avx512 => return unsafe { x86::attend(scale, q, rows, out) },
+            // SAFETY: as above (AVX2, F16C, FMA).
+            Isa::Avx2 => return unsafe { x86_avx2::attend(scale, q, rows, out) },
+            _ => {}
+        }
     }
-    scalar::attend(shape.scale, q, &rows, out);
+    let _ = isa;
+    scalar::attend(scale, q, rows, out);
 }
 
 /// The key and value rows one head attends over.
@@ -80,6 +93,7 @@ struct Rows<'a> {
 
 /// The online-softmax bookkeeping shared by both implementations: returns `(ms, vs)`, the factor
 /// for the accumulator and the weight of the new value, and updates the running max and sum.
+#[inline(always)]
 fn softmax_step(s: f32, max: &mut f32, sum: &mut f32) -> (f32, f32) {
     let (ms, vs) = if s > *max {
         let old = *max;
@@ -155,16 +169,6 @@ fn reduce16(x: [f32; 16]) -> f32 {
 mod x86 {
     use super::{reduce16, softmax_step, Rows, DOT_STEP};
     use std::arch::x86_64::*;
-
-    pub(super) fn available() -> bool {
-        use std::sync::OnceLock;
-        static OK: OnceLock<bool> = OnceLock::new();
-        *OK.get_or_init(|| {
-            is_x86_feature_detected!("avx512f")
-                && is_x86_feature_detected!("f16c")
-                && is_x86_feature_detected!("fma")
-        })
-    }
 
     /// Sixteen f16 at `p` widened to f32.
     #[inline]
@@ -310,14 +314,10 @@ mod tests {
         };
         let mut portable = vec![0.0; hd];
         scalar::attend(0.125, &q, &rows, &mut portable);
-        let mut dispatched = vec![0.0; hd];
-        let shape = AttnShape {
-            n_head: 1,
-            n_head_kv: 1,
-            head_dim: hd,
-            scale: 0.125,
-        };
-        attend_one_head(&shape, &q, &keys, &values, 0, 3, n - 1, &mut dispatched);
-        assert_eq!(portable, dispatched);
+        for isa in crate::cpu::available() {
+            let mut simd = vec![0.0; hd];
+            attend_rows(isa, 0.125, &q, &rows, &mut simd);
+            assert_eq!(portable, simd, "{isa:?}");
+        }
     }
 }

@@ -10,6 +10,7 @@
 //! tile, and four rows at a time meet a whole tile in the micro-kernels.
 
 use super::{reduce16, AttnShape};
+use crate::cpu::Isa;
 use crate::pool;
 use half::f16;
 
@@ -62,7 +63,7 @@ pub fn attend(shape: &AttnShape, queries: &Queries, keys: &[f16], values: &[f16]
         bits: f16_bits(values),
         kv_dim,
     };
-    let kernels = Kernels::pick(hd);
+    let kernels = Kernels::pick(crate::cpu::isa(), hd);
     pool::global().for_each_chunk(out, TOKENS_PER_TASK * q_dim, |task, out| {
         let t0 = task * TOKENS_PER_TASK;
         let tokens = t0..t0 + out.len() / q_dim;
@@ -266,16 +267,29 @@ struct Kernels {
 }
 
 impl Kernels {
-    fn pick(hd: usize) -> Kernels {
+    /// The kernels of `isa` (which this CPU must support) for heads of `hd` dimensions.
+    fn pick(isa: Isa, hd: usize) -> Kernels {
         #[cfg(target_arch = "x86_64")]
-        if hd.is_multiple_of(TILE) && x86::available() {
-            return Kernels {
-                scores: x86::scores,
-                weigh: x86::weigh,
-                exp16: x86::exp16,
-            };
+        if hd.is_multiple_of(TILE) {
+            match isa {
+                Isa::Avx512 => {
+                    return Kernels {
+                        scores: x86::scores,
+                        weigh: x86::weigh,
+                        exp16: x86::exp16,
+                    }
+                }
+                Isa::Avx2 => {
+                    return Kernels {
+                        scores: x86_avx2::scores,
+                        weigh: x86_avx2::weigh,
+                        exp16: x86_avx2::exp16,
+                    }
+                }
+                _ => {}
+            }
         }
-        let _ = hd;
+        let _ = (isa, hd);
         Kernels::portable()
     }
 
@@ -335,15 +349,9 @@ mod x86 {
     use super::{Values, ROWS, TILE};
     use std::arch::x86_64::*;
 
-    pub(super) fn available() -> bool {
-        crate::ops::expf::x86::available()
-            && std::arch::is_x86_feature_detected!("f16c")
-            && std::arch::is_x86_feature_detected!("fma")
-    }
-
     pub(super) fn scores(q: [&[f32]; ROWS], kt: &[f32], hd: usize, out: &mut [[f32; TILE]; ROWS]) {
         assert!(kt.len() >= hd * TILE && q.iter().all(|q| q.len() >= hd));
-        // SAFETY: `Kernels::pick` installs this only after `available()`; lengths checked above.
+        // SAFETY: `Kernels::pick` installs this only for a CPU with AVX-512; lengths checked above.
         unsafe { scores_avx512(q, kt, hd, out) }
     }
 
@@ -391,7 +399,7 @@ mod x86 {
     ) {
         assert!(n_pos <= TILE && acc.len() >= ROWS * hd && hd.is_multiple_of(TILE));
         assert!(n_pos == 0 || v_start + (n_pos - 1) * values.kv_dim + hd <= values.bits.len());
-        // SAFETY: installed only after `available()`; bounds checked above.
+        // SAFETY: installed only for a CPU with AVX-512 (F16C, FMA); bounds checked above.
         unsafe { weigh_avx512(p, n_pos, values, v_start, hd, acc) }
     }
 
@@ -439,10 +447,126 @@ mod x86 {
     }
 
     pub(super) fn exp16(x: &mut [f32; 16]) {
-        // SAFETY: installed only after `available()` (AVX-512F/DQ); 16 floats in and out.
+        // SAFETY: installed only for a CPU with AVX-512F/DQ; 16 floats in and out.
         unsafe {
             let v = crate::ops::expf::x86::v_expf(_mm512_loadu_ps(x.as_ptr()));
             _mm512_storeu_ps(x.as_mut_ptr(), v);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::needless_range_loop)] // micro-kernels index rows and lanes of several arrays at once
+mod x86_avx2 {
+    //! The AVX2 (+F16C, FMA) micro-kernels: the same per-element chains of fused
+    //! multiply-adds as the AVX-512 ones, in 8-lane vectors, two rows at a time for the scores
+    //! and four rows by sixteen dimensions for the values, to fit sixteen registers.
+    use super::{Values, ROWS, TILE};
+    use std::arch::x86_64::*;
+
+    pub(super) fn scores(q: [&[f32]; ROWS], kt: &[f32], hd: usize, out: &mut [[f32; TILE]; ROWS]) {
+        assert!(kt.len() >= hd * TILE && q.iter().all(|q| q.len() >= hd));
+        // SAFETY: `Kernels::pick` installs this only for a CPU with AVX2 and FMA; lengths
+        // checked above.
+        unsafe { scores_avx2(q, kt, hd, out) }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn scores_avx2(q: [&[f32]; ROWS], kt: &[f32], hd: usize, out: &mut [[f32; TILE]; ROWS]) {
+        // SAFETY (whole body): `d < hd`, and the caller checked `kt` holds `hd * TILE` floats
+        // and every `q` row `hd`.
+        unsafe {
+            for rp in 0..ROWS / 2 {
+                for half in 0..2 {
+                    let mut acc = [[_mm256_setzero_ps(); 4]; 2];
+                    for d in 0..hd {
+                        let k = kt.as_ptr().add(d * TILE + 32 * half);
+                        let kv = [
+                            _mm256_loadu_ps(k),
+                            _mm256_loadu_ps(k.add(8)),
+                            _mm256_loadu_ps(k.add(16)),
+                            _mm256_loadu_ps(k.add(24)),
+                        ];
+                        for r in 0..2 {
+                            let qv = _mm256_set1_ps(*q[2 * rp + r].get_unchecked(d));
+                            for j in 0..4 {
+                                acc[r][j] = _mm256_fmadd_ps(kv[j], qv, acc[r][j]);
+                            }
+                        }
+                    }
+                    for r in 0..2 {
+                        for j in 0..4 {
+                            let o = out[2 * rp + r].as_mut_ptr().add(32 * half + 8 * j);
+                            _mm256_storeu_ps(o, acc[r][j]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn weigh(
+        p: &[[f32; TILE]; ROWS],
+        n_pos: usize,
+        values: &Values,
+        v_start: usize,
+        hd: usize,
+        acc: &mut [f32],
+    ) {
+        assert!(n_pos <= TILE && acc.len() >= ROWS * hd && hd.is_multiple_of(TILE));
+        assert!(n_pos == 0 || v_start + (n_pos - 1) * values.kv_dim + hd <= values.bits.len());
+        // SAFETY: installed only for a CPU with AVX2, F16C and FMA; bounds checked above.
+        unsafe { weigh_avx2(p, n_pos, values, v_start, hd, acc) }
+    }
+
+    #[target_feature(enable = "avx2,f16c,fma")]
+    unsafe fn weigh_avx2(
+        p: &[[f32; TILE]; ROWS],
+        n_pos: usize,
+        values: &Values,
+        v_start: usize,
+        hd: usize,
+        acc: &mut [f32],
+    ) {
+        // SAFETY (whole body): value rows `v_start + j * kv_dim .. + hd` for `j < n_pos` and
+        // accumulator rows `r * hd .. + hd` are in bounds (checked by the caller).
+        unsafe {
+            for c in (0..hd).step_by(16) {
+                let mut a = [[_mm256_setzero_ps(); 2]; ROWS];
+                for r in 0..ROWS {
+                    for j in 0..2 {
+                        a[r][j] = _mm256_loadu_ps(acc.as_ptr().add(r * hd + c + 8 * j));
+                    }
+                }
+                for t in 0..n_pos {
+                    let v = values.bits.as_ptr().add(v_start + t * values.kv_dim + c);
+                    let vv = [
+                        _mm256_cvtph_ps(_mm_loadu_si128(v.cast())),
+                        _mm256_cvtph_ps(_mm_loadu_si128(v.add(8).cast())),
+                    ];
+                    for r in 0..ROWS {
+                        let w = _mm256_set1_ps(p[r][t]);
+                        for j in 0..2 {
+                            a[r][j] = _mm256_fmadd_ps(vv[j], w, a[r][j]);
+                        }
+                    }
+                }
+                for r in 0..ROWS {
+                    for j in 0..2 {
+                        _mm256_storeu_ps(acc.as_mut_ptr().add(r * hd + c + 8 * j), a[r][j]);
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn exp16(x: &mut [f32; 16]) {
+        // SAFETY: installed only for a CPU with AVX2 and FMA; 16 floats in and out.
+        unsafe {
+            for h in 0..2 {
+                let p = x.as_mut_ptr().add(8 * h);
+                _mm256_storeu_ps(p, crate::ops::expf::x86::v_expf8(_mm256_loadu_ps(p)));
+            }
         }
     }
 }
@@ -584,17 +708,19 @@ mod tests {
             (4, 1, 256, 0, 130, Some(50)),
         ] {
             let c = case(n_head, n_kv, hd, start, n);
-            let vector = run(&c, window, Some(Kernels::pick(hd)));
             let portable = run(&c, window, Some(Kernels::portable()));
-            assert!(
-                vector
-                    .iter()
-                    .zip(&portable)
-                    .all(|(a, b)| a.to_bits() == b.to_bits()),
-                "{n_head}/{n_kv}/{hd}"
-            );
+            for isa in crate::cpu::available() {
+                let vector = run(&c, window, Some(Kernels::pick(isa, hd)));
+                assert!(
+                    vector
+                        .iter()
+                        .zip(&portable)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{isa:?} {n_head}/{n_kv}/{hd}"
+                );
+            }
             // the parallel driver computes the same rows
-            assert_eq!(run(&c, window, None), vector);
+            assert_eq!(run(&c, window, None), portable);
         }
     }
 

@@ -18,17 +18,11 @@ use super::dispatch::{by_rows, slot, Kernels};
 use super::GgmlType as T;
 
 fn has_avx2() -> bool {
-    is_x86_feature_detected!("avx2")
-        && is_x86_feature_detected!("fma")
-        && is_x86_feature_detected!("f16c")
+    crate::cpu::supports(crate::cpu::Isa::Avx2)
 }
 
 fn has_avx512() -> bool {
-    has_avx2()
-        && is_x86_feature_detected!("avx512f")
-        && is_x86_feature_detected!("avx512bw")
-        && is_x86_feature_detected!("avx512vl")
-        && is_x86_feature_detected!("avx512vnni")
+    crate::cpu::supports(crate::cpu::Isa::Avx512)
 }
 
 /// Installs a multi-row kernel `$f::<R>` as both the single-row and the multi-row entry.
