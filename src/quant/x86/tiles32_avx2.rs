@@ -107,12 +107,9 @@ fn fifth_bit(b: &[u8]) -> __m256i {
     _mm256_or_si256(nibbles_32(&b[4..20]), hi)
 }
 
-/// Weight rows per tile.
-pub(super) const R: usize = 4;
-/// Tokens per tile.
-pub(super) const T: usize = 2;
-
-/// The tile-kernel entry for format `B` (see `quant::gemm::gemm` for the contract).
+/// The tile-kernel entry for format `B` (see `quant::gemm::gemm` for the contract). Tile shapes
+/// (rows × tokens) per way of forming the lanes, measured on Zen 3: the fewer operations per
+/// product, the more tokens one decoded block is worth.
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
@@ -126,11 +123,17 @@ pub(super) unsafe fn gemm<B: Avx2Block>(
     t_stride: usize,
     r_stride: usize,
 ) {
-    // SAFETY: the caller guarantees the CPU features.
-    unsafe { gemm_shape::<B, R, T>(w, rows, acts, pairs, out, t_stride, r_stride) }
+    // SAFETY (every call): the caller guarantees the CPU features.
+    unsafe {
+        match B::LANES {
+            Lanes::Unsigned => gemm_shape::<B, 1, 8>(w, rows, acts, pairs, out, t_stride, r_stride),
+            Lanes::Offset => gemm_shape::<B, 2, 4>(w, rows, acts, pairs, out, t_stride, r_stride),
+            Lanes::Signed => gemm_shape::<B, 3, 3>(w, rows, acts, pairs, out, t_stride, r_stride),
+        }
+    }
 }
 
-/// [`gemm`] with tiles of `NR` rows × `NT` tokens (remainders in smaller tiles).
+/// [`gemm`] with tiles of `NR` rows × `NT` tokens (remainders in narrower tiles).
 ///
 /// # Safety
 /// As for [`gemm`].
@@ -158,40 +161,43 @@ pub(super) unsafe fn gemm_shape<B: Avx2Block, const NR: usize, const NT: usize>(
             };
             // SAFETY (every call): the caller guarantees the CPU features.
             unsafe {
-                match (nr == NR, nt == NT) {
-                    (true, true) => tile::<B, NR, NT>(wt, row_bytes, acts, t0, false, &mut put),
-                    (true, false) => {
-                        for t in 0..nt {
-                            tile::<B, NR, 1>(wt, row_bytes, acts, t0 + t, false, &mut |r, _, v| {
-                                put(r, t, v)
-                            });
-                        }
-                    }
-                    (false, _) => {
-                        for r in 0..nr {
-                            let wr = &wt[r * row_bytes..][..row_bytes];
-                            let mut put_r = |_, t, v| put(r, t, v);
-                            if nt == NT {
-                                tile::<B, 1, NT>(wr, row_bytes, acts, t0, false, &mut put_r);
-                            } else {
-                                for t in 0..nt {
-                                    tile::<B, 1, 1>(
-                                        wr,
-                                        row_bytes,
-                                        acts,
-                                        t0 + t,
-                                        false,
-                                        &mut |_, _, v| put_r(0, t, v),
-                                    );
-                                }
-                            }
-                        }
+                if nr == NR {
+                    tokens::<B, NR>(nt, wt, row_bytes, acts, t0, &mut put);
+                } else {
+                    for r in 0..nr {
+                        let wr = &wt[r * row_bytes..][..row_bytes];
+                        tokens::<B, 1>(nt, wr, row_bytes, acts, t0, &mut |_, t, v| put(r, t, v));
                     }
                 }
             }
             t0 += nt;
         }
         r0 += nr;
+    }
+}
+
+/// [`tile`] for `NR` rows and `nt` (1 to 8) tokens.
+#[inline(always)]
+unsafe fn tokens<B: Avx2Block, const NR: usize>(
+    nt: usize,
+    w: &[u8],
+    row_bytes: usize,
+    acts: &PackedActs,
+    tok0: usize,
+    put: &mut impl FnMut(usize, usize, f32),
+) {
+    // SAFETY (every call): the caller guarantees the CPU features.
+    unsafe {
+        match nt {
+            1 => tile::<B, NR, 1>(w, row_bytes, acts, tok0, false, put),
+            2 => tile::<B, NR, 2>(w, row_bytes, acts, tok0, false, put),
+            3 => tile::<B, NR, 3>(w, row_bytes, acts, tok0, false, put),
+            4 => tile::<B, NR, 4>(w, row_bytes, acts, tok0, false, put),
+            5 => tile::<B, NR, 5>(w, row_bytes, acts, tok0, false, put),
+            6 => tile::<B, NR, 6>(w, row_bytes, acts, tok0, false, put),
+            7 => tile::<B, NR, 7>(w, row_bytes, acts, tok0, false, put),
+            _ => tile::<B, NR, 8>(w, row_bytes, acts, tok0, false, put),
+        }
     }
 }
 
@@ -214,7 +220,8 @@ pub(super) unsafe fn tile<B: Avx2Block, const NR: usize, const NT: usize>(
     assert!(acts.qs.len() >= last_slot * PAIR_QS && acts.d.len() >= last_slot * PAIR_LANES);
     let offset = B::LANES == Lanes::Offset;
     assert!(!offset || acts.corr.len() >= last_slot * PAIR_LANES);
-    assert!(!B::HAS_MIN || (nb > 0 && acts.s.len() >= (nb - 1) * acts.s_stride + tok0 + NT));
+    assert!(NR <= 8 && NT <= 8);
+    assert!(!B::HAS_MIN || (nb > 0 && acts.s.len() >= (nb - 1) * acts.s_stride + tok0 + 8));
     let (wp, qp, dp, cp, sp) = (
         w.as_ptr(),
         acts.qs.as_ptr(),
@@ -236,7 +243,6 @@ pub(super) unsafe fn tile<B: Avx2Block, const NR: usize, const NT: usize>(
     unsafe {
         let ones = _mm256_set1_epi16(1);
         let mut acc = [[_mm256_setzero_ps(); NT]; NR];
-        let mut summs = [[0f32; NT]; NR];
         for b in 0..nb {
             if prefetch {
                 let ahead = wp.wrapping_add(NR * row_bytes + NR * b * B::BYTES);
@@ -246,56 +252,48 @@ pub(super) unsafe fn tile<B: Avx2Block, const NR: usize, const NT: usize>(
                     _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(128).cast());
                 }
             }
-            let mut wq = [_mm256_setzero_si256(); NR];
-            let mut ax = [_mm256_setzero_si256(); NR];
-            let mut dx = [0f32; NR];
-            let mut mx = [0f32; NR];
+            // Row by row, so that only one decoded block is live beside the accumulators.
             for r in 0..NR {
                 let blk =
                     std::slice::from_raw_parts(wp.add(r * row_bytes + b * B::BYTES), B::BYTES);
-                wq[r] = B::quants(blk);
-                if B::LANES == Lanes::Signed {
-                    ax[r] = _mm256_sign_epi8(wq[r], wq[r]);
-                }
-                dx[r] = f16([blk[0], blk[1]]);
-                if B::HAS_MIN {
-                    mx[r] = f16([blk[2], blk[3]]);
-                }
-            }
-            for t in 0..NT {
-                let y = _mm256_loadu_si256(qp.add(qo[t] + b * PAIR_QS).cast());
-                let dy = _mm256_loadu_ps(dp.add(lo[t] + b * PAIR_LANES));
-                let c = if offset {
-                    _mm256_loadu_si256(cp.add(lo[t] + b * PAIR_LANES).cast())
-                } else {
-                    _mm256_setzero_si256()
+                let q = B::quants(blk);
+                let ax = match B::LANES {
+                    Lanes::Signed => _mm256_sign_epi8(q, q),
+                    _ => q,
                 };
-                if B::HAS_MIN {
-                    let sy = *sp.add(b * acts.s_stride + tok0 + t);
-                    for r in 0..NR {
-                        summs[r][t] += mx[r] * sy;
-                    }
-                }
-                for r in 0..NR {
-                    let p = match B::LANES {
-                        Lanes::Signed => {
-                            let sy = _mm256_sign_epi8(y, wq[r]);
-                            _mm256_madd_epi16(_mm256_maddubs_epi16(ax[r], sy), ones)
-                        }
-                        Lanes::Unsigned => _mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], y), ones),
-                        Lanes::Offset => _mm256_add_epi32(
-                            _mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], y), ones),
-                            c,
-                        ),
+                let dx = _mm256_set1_ps(f16([blk[0], blk[1]]));
+                for t in 0..NT {
+                    let y = _mm256_loadu_si256(qp.add(qo[t] + b * PAIR_QS).cast());
+                    let y = match B::LANES {
+                        Lanes::Signed => _mm256_sign_epi8(y, q),
+                        _ => y,
                     };
-                    let d = _mm256_mul_ps(_mm256_set1_ps(dx[r]), dy);
+                    let mut p = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, y), ones);
+                    if offset {
+                        let c = _mm256_loadu_si256(cp.add(lo[t] + b * PAIR_LANES).cast());
+                        p = _mm256_add_epi32(p, c);
+                    }
+                    let d = _mm256_mul_ps(dx, _mm256_loadu_ps(dp.add(lo[t] + b * PAIR_LANES)));
                     acc[r][t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[r][t]);
                 }
             }
         }
         for r in 0..NR {
+            // The minimum's running term, tokens in lanes (the `s` rows have slack for whole
+            // vectors): multiply then add per block, as the single-row kernels do per token.
+            let mut summs = _mm256_setzero_ps();
+            if B::HAS_MIN {
+                for b in 0..nb {
+                    let at = r * row_bytes + b * B::BYTES + 2;
+                    let mx = _mm256_set1_ps(f16([*wp.add(at), *wp.add(at + 1)]));
+                    let sy = _mm256_loadu_ps(sp.add(b * acts.s_stride + tok0));
+                    summs = _mm256_add_ps(summs, _mm256_mul_ps(mx, sy));
+                }
+            }
+            let mut extra = [0f32; 8];
+            _mm256_storeu_ps(extra.as_mut_ptr(), summs);
             for t in 0..NT {
-                put(r, t, hsum_f32_8(acc[r][t]) + summs[r][t]);
+                put(r, t, hsum_f32_8(acc[r][t]) + extra[t]);
             }
         }
     }
