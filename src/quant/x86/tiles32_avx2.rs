@@ -201,8 +201,9 @@ unsafe fn tokens<B: Avx2Block, const NR: usize>(
     }
 }
 
-/// `NR` weight rows (`w`, `row_bytes` apart) × the packed tokens `tok0..tok0 + NT`; hands each result to `put(row, t, value)`.
-/// With `prefetch`, fetches the `NR` rows after these at the pace they are consumed.
+/// `NR` weight rows (`w`, `row_bytes` apart) × the packed tokens `tok0..tok0 + NT`; hands each
+/// result to `put(row, t, value)`. With `prefetch`, fetches the `NR` rows after these at the
+/// pace they are consumed.
 #[inline(always)]
 #[allow(clippy::needless_range_loop)] // tiles index rows and tokens of several arrays at once
 pub(super) unsafe fn tile<B: Avx2Block, const NR: usize, const NT: usize>(
