@@ -1,7 +1,8 @@
 //! Batched products for the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): the activation
 //! rows of a batch, already quantized to the weight type's partner format, are repacked once
-//! per matrix product so that tile kernels can work on two tokens per 512-bit vector, and then
-//! tiles of weight rows × tokens are computed by the SIMD variant in use.
+//! per matrix product so that tile kernels can work on two tokens per 512-bit vector (AVX2
+//! kernels read one token's 256-bit half), and then tiles of weight rows × tokens are computed
+//! by the SIMD variant in use.
 //!
 //! Every product keeps [`super::vec_dot`]'s float operations and order (the tile kernels only
 //! run several of them side by side), so results are bit-identical to the single-row path.

@@ -434,12 +434,12 @@ fn gemm_equals_vec_dot() {
             };
             let single = k.vec_dot[slot(ty)].unwrap();
             let k_quant = ty.block_elems() == QK_K;
-            let cases: [(usize, usize, usize); 3] = if k_quant {
-                [(256, 1, 1), (512, 7, 5), (768, 9, 14)]
+            let cases: &[(usize, usize, usize)] = if k_quant {
+                &[(256, 1, 1), (512, 7, 5), (768, 9, 14)]
             } else {
-                [(32, 1, 1), (96, 7, 5), (320, 9, 14)]
+                &[(32, 1, 1), (96, 7, 5), (320, 9, 14), (64, 10, 19)]
             };
-            for (n, rows, tokens) in cases {
+            for &(n, rows, tokens) in cases {
                 let at = ty.vec_dot_type();
                 let arow = at.bytes_for(n as u64).unwrap() as usize;
                 let wrow = ty.bytes_for(n as u64).unwrap() as usize;

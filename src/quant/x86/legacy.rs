@@ -1,7 +1,7 @@
 //! x86 dot products for the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and F16.
 //! The AVX2 body lives in `legacy_body.rs` (256-bit vectors, one block per vector, `vpmaddubsw`);
-//! AVX-512 machines use `tiles32.rs` and `matvec32.rs` for batches and matrix-vector products,
-//! with the same float order. The structure follows
+//! batches and matrix-vector products go through `tiles32_avx2.rs` and `matvec32_avx2.rs`
+//! (`tiles32.rs` and `matvec32.rs` on AVX-512), with the same float order. The structure follows
 //! ggml's AVX2 kernels: per block an exact integer dot in eight i32 lanes, scaled and
 //! accumulated in f32 lanes with FMA, summed horizontally at the end.
 

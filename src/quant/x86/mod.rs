@@ -1,16 +1,19 @@
-//! x86-64 SIMD kernels and the tables that install them. `avx2` needs AVX2, FMA and F16C;
-//! `avx512` additionally needs AVX-512 F/BW/VL and VNNI and adds 512-bit K-quant dot products,
-//! tile kernels for batches (`tiles32.rs`, `tiles_k.rs`) and matrix-vector kernels
-//! (`matvec32.rs`). Detection happens here, at run time, never from compile-time target
-//! features.
+//! x86-64 SIMD kernels and the tables that install them. `avx2` needs AVX2, FMA and F16C and
+//! has tile and matrix-vector kernels for the 32-element formats (`tiles32_avx2.rs`,
+//! `matvec32_avx2.rs`); `avx512` additionally needs AVX-512 F/BW/VL and VNNI and adds 512-bit
+//! K-quant dot products, tile kernels for batches (`tiles32.rs`, `tiles_k.rs`) and
+//! matrix-vector kernels (`matvec32.rs`). Detection happens here, at run time, never from
+//! compile-time target features.
 
 mod common;
 mod k_quants;
 mod k_quants512;
 mod legacy;
 mod matvec32;
+mod matvec32_avx2;
 mod quantize;
 mod tiles32;
+mod tiles32_avx2;
 mod tiles_k;
 
 use super::block::{as_blocks, as_blocks_mut};
@@ -62,6 +65,16 @@ pub(super) fn avx2(mut k: Kernels) -> Option<Kernels> {
     k.quantize[slot(T::Q8_1)] =
         Some(|x, y| unsafe { quantize::quantize_q8_1(x, as_blocks_mut(y)) });
     k.quantize[slot(T::Q8K)] = Some(|x, y| unsafe { quantize::quantize_q8_k(x, as_blocks_mut(y)) });
+    macro_rules! tiles32 {
+        ($($ty:ident),*) => {$(
+            k.gemm[slot(T::$ty)] = Some(|w, n, a, p, o, ts, rs| unsafe {
+                tiles32_avx2::gemm::<tiles32::$ty>(w, n, a, p, o, ts, rs)
+            });
+            k.matvec[slot(T::$ty)] =
+                Some(|w, a, o| unsafe { matvec32_avx2::matvec::<tiles32::$ty>(w, a, o) });
+        )*};
+    }
+    tiles32!(Q4_0, Q4_1, Q5_0, Q5_1, Q8_0);
     Some(k)
 }
 
