@@ -505,7 +505,12 @@ fn matvec_equals_vec_dot() {
                 continue;
             };
             let single = k.vec_dot[slot(ty)].unwrap();
-            for (n, rows) in [(32usize, 1usize), (96, 7), (320, 12)] {
+            let cases: [(usize, usize); 4] = if ty.block_elems() == QK_K {
+                [(256, 1), (512, 7), (768, 12), (256, 19)]
+            } else {
+                [(32, 1), (96, 7), (320, 12), (32, 19)]
+            };
+            for (n, rows) in cases {
                 let at = ty.vec_dot_type();
                 let wrow = ty.bytes_for(n as u64).unwrap() as usize;
                 let w: Vec<u8> = (0..rows)
@@ -531,5 +536,57 @@ fn matvec_equals_vec_dot() {
     let has = dispatch::available()
         .iter()
         .any(|k| k.matvec.iter().any(Option::is_some));
+    assert!(!has || checked > 0);
+}
+
+/// K-quant tiles for every token count from 1 to 17 (whole and partial tiles of four tokens)
+/// and row counts below, at and off the row block of eight: each (row, token) has
+/// `vec_dot`'s bits.
+#[test]
+fn k_quant_gemm_equals_vec_dot_small_batches() {
+    let mut rng = Rng(17);
+    let mut checked = 0;
+    for k in dispatch::available() {
+        for ty in [GgmlType::Q4K, GgmlType::Q5K, GgmlType::Q6K] {
+            let Some(f) = k.gemm[slot(ty)] else {
+                continue;
+            };
+            let single = k.vec_dot[slot(ty)].unwrap();
+            let n = 512;
+            let at = ty.vec_dot_type();
+            let arow = at.bytes_for(n as u64).unwrap() as usize;
+            let wrow = ty.bytes_for(n as u64).unwrap() as usize;
+            for rows in [3usize, 8, 19] {
+                let w: Vec<u8> = (0..rows)
+                    .flat_map(|_| random_weights(ty, n, &mut rng))
+                    .collect();
+                for tokens in 1..=17usize {
+                    let acts: Vec<u8> = (0..tokens)
+                        .flat_map(|_| random_activations(at, n, &mut rng).1)
+                        .collect();
+                    let packed = pack_acts(ty, n, &acts, tokens);
+                    let pairs = packed.n_pairs();
+                    let mut out = vec![f32::NAN; tokens * rows];
+                    f(&w, rows, &packed, 0..pairs, &mut out, 1, tokens);
+                    for t in 0..tokens {
+                        for r in 0..rows {
+                            let want = single(&w[r * wrow..][..wrow], &acts[t * arow..][..arow]);
+                            let got = out[t + r * tokens];
+                            assert_eq!(
+                                got.to_bits(),
+                                want.to_bits(),
+                                "{} {ty} rows={rows} tokens={tokens} row {r} token {t}",
+                                k.name
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let has = dispatch::available()
+        .iter()
+        .any(|k| k.gemm[slot(GgmlType::Q4K)].is_some());
     assert!(!has || checked > 0);
 }

@@ -1,0 +1,358 @@
+//! AVX2 tiles for the K-quants Q4_K, Q5_K and Q6_K against Q8_K activations (no VNNI): a tile
+//! is `R` weight rows × `T` tokens with `R · T ≤ 8`, so that each weight super-block is decoded
+//! once for all the tile's tokens and each activation load serves all its rows. Quants meet
+//! activations through `vpmaddubsw` (unsigned quants ≤ 63 times i8 pairs stay below i16
+//! saturation) and the group scales through `vpmaddwd`; per super-block the tile's eight exact
+//! i32 sums are reduced together into one vector (lane `r · T + t`) and combined in f32 with
+//! the scalar reference's operations and order, so every result has `vec_dot`'s bits. The
+//! activations are the Q8_K rows as they are (`PackedActs::raw`).
+//!
+//! This file owns the formats' decoding ([`KFormat`]), the tile ([`tile`]) and the batch entry
+//! ([`gemm`]); `matvec_k_avx2.rs` drives the same tile for one token.
+
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+use super::common::{f16, half_scales, ld16, ld32, ld32i, scale_pair, select_bit};
+use crate::quant::block::{as_blocks, Block};
+use crate::quant::gemm::PackedActs;
+use crate::quant::q4_k::{unpack_scales_mins, BlockQ4K};
+use crate::quant::q5_k::BlockQ5K;
+use crate::quant::q6_k::BlockQ6K;
+use crate::quant::q8_k::BlockQ8K;
+
+/// Results per tile (i32 or f32 lanes of one vector).
+const LANES: usize = 8;
+
+/// Weight rows taken together by [`gemm`]: every tile height divides it.
+const ROW_BLOCK: usize = 8;
+
+/// One weight row's super-block state for the tile: scale sources and the bsum weights.
+#[derive(Clone, Copy)]
+pub(super) struct Prep {
+    /// Q4_K/Q5_K: the eight scales as i16, in both 128-bit lanes; Q6_K: the sixteen scales.
+    sc: __m256i,
+    /// Per group of 16, the factor of the activations' bsums: Q4_K/Q5_K the group's minimum,
+    /// Q6_K 32 times its scale (the −32 offset of every quant).
+    bias: __m256i,
+    d: f32,
+    dmin: f32,
+}
+
+/// A K-quant weight format as the tile sees it.
+pub(super) trait KFormat {
+    type W: Block;
+    /// Whether the f32 step has a minimums term (`d·Σ − dmin·Σmins`, Q4_K and Q5_K) rather
+    /// than an offset folded into the integer sum (`d·Σ`, Q6_K).
+    const HAS_MIN: bool;
+    /// # Safety
+    /// The CPU must support AVX2 and F16C.
+    unsafe fn prepare(x: &Self::W) -> Prep;
+    /// Quants `32j..32j + 32` as unsigned bytes.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    unsafe fn quants(x: &Self::W, j: usize) -> __m256i;
+    /// The i16 scales of chunk `j`'s sixteen `vpmaddubsw` pairs.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    unsafe fn scales(p: &Prep, j: usize) -> __m256i;
+}
+
+pub(super) struct Q4K;
+pub(super) struct Q5K;
+pub(super) struct Q6K;
+
+/// Q4_K/Q5_K scales and minimums.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn prepare45(d: [u8; 2], dmin: [u8; 2], scales: &[u8; 12]) -> Prep {
+    let (sc, m) = unpack_scales_mins(scales);
+    let sc = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(u64::from_le_bytes(sc) as i64));
+    // Each minimum twice: one per group of 16.
+    let m = _mm_cvtsi64_si128(u64::from_le_bytes(m) as i64);
+    let twice = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    Prep {
+        sc: _mm256_broadcastsi128_si256(sc),
+        bias: _mm256_cvtepu8_epi16(_mm_shuffle_epi8(m, twice)),
+        d: f16(d),
+        dmin: f16(dmin),
+    }
+}
+
+/// The low (even `j`) or high (odd `j`) nibbles of `qs[32·(j/2)..]`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn nibbles(qs: &[u8; 128], j: usize) -> __m256i {
+    let v = ld32(&qs[32 * (j / 2)..]);
+    let v = if j % 2 == 0 {
+        v
+    } else {
+        _mm256_srli_epi16::<4>(v)
+    };
+    _mm256_and_si256(v, _mm256_set1_epi8(0x0f))
+}
+
+/// Scale `j` of the eight (Q4_K/Q5_K) broadcast to all sixteen i16 lanes.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn scale45(p: &Prep, j: usize) -> __m256i {
+    let b = 2 * j as i16;
+    _mm256_shuffle_epi8(p.sc, _mm256_set1_epi16(b | (b + 1) << 8))
+}
+
+impl KFormat for Q4K {
+    type W = BlockQ4K;
+    const HAS_MIN: bool = true;
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn prepare(x: &BlockQ4K) -> Prep {
+        prepare45(x.d, x.dmin, &x.scales)
+    }
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn quants(x: &BlockQ4K, j: usize) -> __m256i {
+        nibbles(&x.qs, j)
+    }
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn scales(p: &Prep, j: usize) -> __m256i {
+        scale45(p, j)
+    }
+}
+
+impl KFormat for Q5K {
+    type W = BlockQ5K;
+    const HAS_MIN: bool = true;
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn prepare(x: &BlockQ5K) -> Prep {
+        prepare45(x.d, x.dmin, &x.scales)
+    }
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn quants(x: &BlockQ5K, j: usize) -> __m256i {
+        let bit = _mm256_set1_epi8((1u8 << j) as i8);
+        let high = select_bit(ld32(&x.qh), bit, _mm256_set1_epi8(0x10));
+        _mm256_or_si256(nibbles(&x.qs, j), high)
+    }
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn scales(p: &Prep, j: usize) -> __m256i {
+        scale45(p, j)
+    }
+}
+
+impl KFormat for Q6K {
+    type W = BlockQ6K;
+    const HAS_MIN: bool = false;
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn prepare(x: &BlockQ6K) -> Prep {
+        let sc = _mm256_cvtepi8_epi16(ld16(&x.scales.map(|s| s as u8)));
+        Prep {
+            sc,
+            bias: _mm256_slli_epi16::<5>(sc),
+            d: f16(x.d),
+            dmin: 0.0,
+        }
+    }
+    /// Chunk `4h + s`: per half `h`, runs `s` = low nibbles of `ql[64h..]`, of `ql[64h+32..]`,
+    /// then their high nibbles; high bits from bit pair `s` of `qh[32h..]`. Unsigned 0..64.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn quants(x: &BlockQ6K, j: usize) -> __m256i {
+        let (h, s) = (j / 4, j % 4);
+        let ql = ld32(&x.ql[64 * h + 32 * (s % 2)..]);
+        let ql = if s < 2 {
+            ql
+        } else {
+            _mm256_srli_epi16::<4>(ql)
+        };
+        let low = _mm256_and_si256(ql, _mm256_set1_epi8(0x0f));
+        let qh = _mm256_srl_epi16(ld32(&x.qh[32 * h..]), _mm_cvtsi32_si128(2 * s as i32));
+        let high = _mm256_slli_epi16::<4>(_mm256_and_si256(qh, _mm256_set1_epi8(3)));
+        _mm256_or_si256(low, high)
+    }
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn scales(p: &Prep, j: usize) -> __m256i {
+        scale_pair(half_scales(p.sc, j / 4), j % 4)
+    }
+}
+
+/// Lane `i` of the result is the sum of the eight i32 lanes of `v[i]`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn hsum_8x8(v: [__m256i; LANES]) -> __m256i {
+    let a = _mm256_hadd_epi32(v[0], v[1]);
+    let b = _mm256_hadd_epi32(v[2], v[3]);
+    let c = _mm256_hadd_epi32(v[4], v[5]);
+    let d = _mm256_hadd_epi32(v[6], v[7]);
+    // Per 128-bit lane: the half sums of v0..v3 (resp. v4..v7).
+    let ab = _mm256_hadd_epi32(a, b);
+    let cd = _mm256_hadd_epi32(c, d);
+    _mm256_add_epi32(
+        _mm256_permute2x128_si256::<0x20>(ab, cd),
+        _mm256_permute2x128_si256::<0x31>(ab, cd),
+    )
+}
+
+/// Eight f32 lanes from an array (kept in registers by the compiler).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn lanes_ps(v: [f32; LANES]) -> __m256 {
+    _mm256_setr_ps(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7])
+}
+
+/// `vec_dot(w[r], y[t])` in lane `r · T + t` of the result, for rows `w` and tokens `y` of
+/// equal super-block counts. With `PF`, prefetches the `R` rows after `w[0]` (rows are then
+/// `row_bytes` apart, `w[r]` starting `r · row_bytes` after `w[0]`) at the pace these are read.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn tile<F: KFormat, const R: usize, const T: usize, const PF: bool>(
+    w: [&[F::W]; R],
+    y: [&[BlockQ8K]; T],
+    row_bytes: usize,
+) -> [f32; LANES] {
+    const { assert!(R * T <= LANES && R > 0 && T > 0) };
+    let nsb = w[0].len();
+    let w = w.map(|w| &w[..nsb]);
+    let y = y.map(|y| &y[..nsb]);
+    let sb_bytes = std::mem::size_of::<F::W>();
+    let ahead = w[0].as_ptr().cast::<u8>().wrapping_add(R * row_bytes);
+    let mut sumf = _mm256_setzero_ps();
+    for sb in 0..nsb {
+        if PF {
+            let at = ahead.wrapping_add(R * sb * sb_bytes);
+            for line in (0..R * sb_bytes).step_by(64) {
+                _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(line).cast());
+            }
+        }
+        let xs: [&F::W; R] = std::array::from_fn(|r| &w[r][sb]);
+        let ys: [&BlockQ8K; T] = std::array::from_fn(|t| &y[t][sb]);
+        // SAFETY: this function's target features cover the format's (AVX2, F16C).
+        let prep: [Prep; R] = std::array::from_fn(|r| unsafe { F::prepare(xs[r]) });
+        let mut acc = [[_mm256_setzero_si256(); T]; R];
+        for j in 0..8 {
+            for r in 0..R {
+                // SAFETY: as above.
+                let (q, s) = unsafe { (F::quants(xs[r], j), F::scales(&prep[r], j)) };
+                for t in 0..T {
+                    let yv = ld32i(&ys[t].qs[32 * j..]);
+                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, yv), s);
+                    acc[r][t] = _mm256_add_epi32(acc[r][t], p);
+                }
+            }
+        }
+        let mut isum = [_mm256_setzero_si256(); LANES];
+        let mut summs = [_mm256_setzero_si256(); LANES];
+        let (mut dx, mut dm, mut yd) = ([0f32; LANES], [0f32; LANES], [0f32; LANES]);
+        for t in 0..T {
+            let bs = ld32(ys[t].bsums.as_flattened());
+            for r in 0..R {
+                let l = r * T + t;
+                let b = _mm256_madd_epi16(bs, prep[r].bias);
+                if F::HAS_MIN {
+                    (isum[l], summs[l]) = (acc[r][t], b);
+                } else {
+                    isum[l] = _mm256_sub_epi32(acc[r][t], b);
+                }
+                (dx[l], dm[l], yd[l]) = (prep[r].d, prep[r].dmin, ys[t].d());
+            }
+        }
+        // The scalar reference's step: `sumf += d·isum − dmin·summs` with `d = dx·yd`,
+        // `dmin = dmin_x·yd` (Q6_K: `sumf += dx·yd·isum`).
+        let ydv = lanes_ps(yd);
+        let d = _mm256_mul_ps(lanes_ps(dx), ydv);
+        let isum = _mm256_cvtepi32_ps(hsum_8x8(isum));
+        let term = if F::HAS_MIN {
+            let dmin = _mm256_mul_ps(lanes_ps(dm), ydv);
+            let summs = _mm256_cvtepi32_ps(hsum_8x8(summs));
+            _mm256_sub_ps(_mm256_mul_ps(d, isum), _mm256_mul_ps(dmin, summs))
+        } else {
+            _mm256_mul_ps(d, isum)
+        };
+        sumf = _mm256_add_ps(sumf, term);
+    }
+    let mut out = [0f32; LANES];
+    // SAFETY: `out` is eight writable floats; unaligned store.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), sumf) };
+    out
+}
+
+/// Rows `rows` (all `R`-row tiles of a whole [`ROW_BLOCK`], else one row at a time) against
+/// the `T` tokens from `t`, written at `(t − t_begin)·t_stride + r·r_stride`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn rows_tokens<'a, F: KFormat, const R: usize, const T: usize>(
+    row: &dyn Fn(usize) -> &'a [F::W],
+    act: &dyn Fn(usize) -> &'a [BlockQ8K],
+    rows: Range<usize>,
+    t: usize,
+    t_begin: usize,
+    out: &mut [f32],
+    t_stride: usize,
+    r_stride: usize,
+) {
+    let y: [&[BlockQ8K]; T] = std::array::from_fn(|i| act(t + i));
+    let mut put = |r0: usize, nr: usize, v: [f32; LANES]| {
+        for r in 0..nr {
+            for i in 0..T {
+                out[(t + i - t_begin) * t_stride + (r0 + r) * r_stride] = v[r * T + i];
+            }
+        }
+    };
+    if rows.len() == ROW_BLOCK {
+        for r0 in rows.step_by(R) {
+            let w: [&[F::W]; R] = std::array::from_fn(|r| row(r0 + r));
+            put(r0, R, tile::<F, R, T, false>(w, y, 0));
+        }
+    } else {
+        for r0 in rows {
+            put(r0, 1, tile::<F, 1, T, false>([row(r0)], y, 0));
+        }
+    }
+}
+
+/// The tile-kernel entry for K-quant format `F` (see `quant::gemm::gemm` for the contract):
+/// blocks of eight weight rows, each against every token of the range four at a time (fewer at
+/// the end), so weights stay in L1 while the activations stream from L2.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn gemm<F: KFormat>(
+    w: &[u8],
+    rows: usize,
+    acts: &PackedActs,
+    pairs: Range<usize>,
+    out: &mut [f32],
+    t_stride: usize,
+    r_stride: usize,
+) {
+    let row_bytes = w.len() / rows;
+    let stride = acts.raw_stride;
+    let t_begin = 2 * pairs.start;
+    let t_end = (2 * pairs.end).min(acts.n_tokens);
+    let row = |r: usize| as_blocks::<F::W>(&w[r * row_bytes..][..row_bytes]);
+    let act = |t: usize| as_blocks::<BlockQ8K>(&acts.raw[t * stride..][..stride]);
+    for r0 in (0..rows).step_by(ROW_BLOCK) {
+        let rs = r0..(r0 + ROW_BLOCK).min(rows);
+        let mut t = t_begin;
+        while t < t_end {
+            let nt = (t_end - t).min(4);
+            let (rs, o) = (rs.clone(), &mut *out);
+            match nt {
+                1 => rows_tokens::<F, 8, 1>(&row, &act, rs, t, t_begin, o, t_stride, r_stride),
+                2 => rows_tokens::<F, 4, 2>(&row, &act, rs, t, t_begin, o, t_stride, r_stride),
+                3 => rows_tokens::<F, 2, 3>(&row, &act, rs, t, t_begin, o, t_stride, r_stride),
+                _ => rows_tokens::<F, 2, 4>(&row, &act, rs, t, t_begin, o, t_stride, r_stride),
+            }
+            t += nt;
+        }
+    }
+}
