@@ -590,3 +590,57 @@ fn k_quant_gemm_equals_vec_dot_small_batches() {
         .any(|k| k.gemm[slot(GgmlType::Q4K)].is_some());
     assert!(!has || checked > 0);
 }
+
+/// Timing of the K-quant kernels in use (not a check): `cargo test --release --lib
+/// k_quant_kernel_timing -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn k_quant_kernel_timing() {
+    let mut rng = Rng(5);
+    let k = dispatch::kernels();
+    let (n, rows) = (2048usize, 1024usize);
+    for ty in [GgmlType::Q4K, GgmlType::Q5K, GgmlType::Q6K] {
+        let at = ty.vec_dot_type();
+        let arow = at.bytes_for(n as u64).unwrap() as usize;
+        let wrow = ty.bytes_for(n as u64).unwrap() as usize;
+        let w: Vec<u8> = (0..rows)
+            .flat_map(|_| random_weights(ty, n, &mut rng))
+            .collect();
+        for tokens in [1usize, 2, 4, 8, 64] {
+            let acts: Vec<u8> = (0..tokens)
+                .flat_map(|_| random_activations(at, n, &mut rng).1)
+                .collect();
+            let mut out = vec![0f32; tokens * rows];
+            let reps = (256 / tokens).max(4);
+            let time = |f: &mut dyn FnMut(&mut [f32])| {
+                let mut out = out.clone();
+                let t0 = std::time::Instant::now();
+                for _ in 0..reps {
+                    f(&mut out);
+                }
+                t0.elapsed().as_secs_f64() / reps as f64 * 1e3
+            };
+            let rows_ms = time(&mut |o| {
+                for r in 0..rows {
+                    let wr = &w[r * wrow..][..wrow];
+                    vec_dot_rows(ty, n, wr, &acts, arow, &mut o[r * tokens..][..tokens]);
+                }
+            });
+            let packed = pack_acts(ty, n, &acts, tokens);
+            let gemm_ms = k.gemm[slot(ty)]
+                .map(|f| time(&mut |o| f(&w, rows, &packed, 0..packed.n_pairs(), o, 1, tokens)));
+            let mv_ms = (tokens == 1)
+                .then_some(())
+                .and(k.matvec[slot(ty)])
+                .map(|f| {
+                    let p = pack_single(ty, n, &acts);
+                    time(&mut |o| f(&w, &p, o))
+                });
+            out[0] = 0.0;
+            println!(
+                "{} {ty} {rows}x{n} tokens={tokens}: vec_dot_rows {rows_ms:.3} ms, gemm {gemm_ms:.3?} ms, matvec {mv_ms:.3?} ms",
+                k.name
+            );
+        }
+    }
+}

@@ -13,7 +13,7 @@
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-use super::common::{f16, half_scales, ld16, ld32, ld32i, scale_pair, select_bit};
+use super::common::{f16, ld16, ld32, ld32i};
 use crate::quant::block::{as_blocks, Block};
 use crate::quant::gemm::PackedActs;
 use crate::quant::q4_k::{unpack_scales_mins, BlockQ4K};
@@ -48,16 +48,17 @@ pub(super) trait KFormat {
     /// # Safety
     /// The CPU must support AVX2 and F16C.
     unsafe fn prepare(x: &Self::W) -> Prep;
-    /// Quants `32j..32j + 32` as unsigned bytes.
+    /// Quants `64i..64i + 64` as unsigned bytes, two chunks of 32 (`i` in 0..4, known only at
+    /// run time: the tile keeps its accumulators in registers by unrolling only rows × tokens).
     ///
     /// # Safety
     /// The CPU must support AVX2.
-    unsafe fn quants(x: &Self::W, j: usize) -> __m256i;
-    /// The i16 scales of chunk `j`'s sixteen `vpmaddubsw` pairs.
+    unsafe fn quants(x: &Self::W, i: usize) -> [__m256i; 2];
+    /// The i16 scales of the `vpmaddubsw` pairs of chunks `2i` and `2i + 1`.
     ///
     /// # Safety
     /// The CPU must support AVX2.
-    unsafe fn scales(p: &Prep, j: usize) -> __m256i;
+    unsafe fn scales(p: &Prep, i: usize) -> [__m256i; 2];
 }
 
 pub(super) struct Q4K;
@@ -81,25 +82,26 @@ fn prepare45(d: [u8; 2], dmin: [u8; 2], scales: &[u8; 12]) -> Prep {
     }
 }
 
-/// The low (even `j`) or high (odd `j`) nibbles of `qs[32·(j/2)..]`.
+/// The low and high nibbles of `qs[32i..32i + 32]` (chunks `2i`, `2i + 1`).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn nibbles(qs: &[u8; 128], j: usize) -> __m256i {
-    let v = ld32(&qs[32 * (j / 2)..]);
-    let v = if j % 2 == 0 {
-        v
-    } else {
-        _mm256_srli_epi16::<4>(v)
-    };
-    _mm256_and_si256(v, _mm256_set1_epi8(0x0f))
+fn nibbles(qs: &[u8; 128], i: usize) -> [__m256i; 2] {
+    let v = ld32(&qs[32 * i..]);
+    let m4 = _mm256_set1_epi8(0x0f);
+    [
+        _mm256_and_si256(v, m4),
+        _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4),
+    ]
 }
 
-/// Scale `j` of the eight (Q4_K/Q5_K) broadcast to all sixteen i16 lanes.
+/// Scales `2i` and `2i + 1` of the eight (Q4_K/Q5_K), each broadcast to sixteen i16 lanes.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn scale45(p: &Prep, j: usize) -> __m256i {
-    let b = 2 * j as i16;
-    _mm256_shuffle_epi8(p.sc, _mm256_set1_epi16(b | (b + 1) << 8))
+fn scales45(p: &Prep, i: usize) -> [__m256i; 2] {
+    let b = 4 * i as i16;
+    let lo = _mm256_set1_epi16(b | (b + 1) << 8);
+    let hi = _mm256_add_epi8(lo, _mm256_set1_epi8(2));
+    [_mm256_shuffle_epi8(p.sc, lo), _mm256_shuffle_epi8(p.sc, hi)]
 }
 
 impl KFormat for Q4K {
@@ -112,13 +114,13 @@ impl KFormat for Q4K {
     }
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn quants(x: &BlockQ4K, j: usize) -> __m256i {
-        nibbles(&x.qs, j)
+    unsafe fn quants(x: &BlockQ4K, i: usize) -> [__m256i; 2] {
+        nibbles(&x.qs, i)
     }
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn scales(p: &Prep, j: usize) -> __m256i {
-        scale45(p, j)
+    unsafe fn scales(p: &Prep, i: usize) -> [__m256i; 2] {
+        scales45(p, i)
     }
 }
 
@@ -130,17 +132,21 @@ impl KFormat for Q5K {
     unsafe fn prepare(x: &BlockQ5K) -> Prep {
         prepare45(x.d, x.dmin, &x.scales)
     }
+    /// Fifth bits: bits `2i` and `2i + 1` of `qh`.
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn quants(x: &BlockQ5K, j: usize) -> __m256i {
-        let bit = _mm256_set1_epi8((1u8 << j) as i8);
-        let high = select_bit(ld32(&x.qh), bit, _mm256_set1_epi8(0x10));
-        _mm256_or_si256(nibbles(&x.qs, j), high)
+    unsafe fn quants(x: &BlockQ5K, i: usize) -> [__m256i; 2] {
+        let [lo, hi] = nibbles(&x.qs, i);
+        let qh = _mm256_srl_epi16(ld32(&x.qh), _mm_cvtsi32_si128(2 * i as i32));
+        let one = _mm256_set1_epi8(1);
+        let b0 = _mm256_slli_epi16::<4>(_mm256_and_si256(qh, one));
+        let b1 = _mm256_slli_epi16::<3>(_mm256_and_si256(qh, _mm256_set1_epi8(2)));
+        [_mm256_or_si256(lo, b0), _mm256_or_si256(hi, b1)]
     }
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn scales(p: &Prep, j: usize) -> __m256i {
-        scale45(p, j)
+    unsafe fn scales(p: &Prep, i: usize) -> [__m256i; 2] {
+        scales45(p, i)
     }
 }
 
@@ -158,27 +164,41 @@ impl KFormat for Q6K {
             dmin: 0.0,
         }
     }
-    /// Chunk `4h + s`: per half `h`, runs `s` = low nibbles of `ql[64h..]`, of `ql[64h+32..]`,
-    /// then their high nibbles; high bits from bit pair `s` of `qh[32h..]`. Unsigned 0..64.
+    /// Chunks `4h + s` (`2i`, `2i + 1`): per half `h`, runs `s` = low nibbles of `ql[64h..]`,
+    /// of `ql[64h+32..]`, then their high nibbles; high bits from bit pair `s` of `qh[32h..]`.
+    /// Unsigned 0..64.
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn quants(x: &BlockQ6K, j: usize) -> __m256i {
-        let (h, s) = (j / 4, j % 4);
-        let ql = ld32(&x.ql[64 * h + 32 * (s % 2)..]);
-        let ql = if s < 2 {
-            ql
-        } else {
-            _mm256_srli_epi16::<4>(ql)
-        };
-        let low = _mm256_and_si256(ql, _mm256_set1_epi8(0x0f));
-        let qh = _mm256_srl_epi16(ld32(&x.qh[32 * h..]), _mm_cvtsi32_si128(2 * s as i32));
-        let high = _mm256_slli_epi16::<4>(_mm256_and_si256(qh, _mm256_set1_epi8(3)));
-        _mm256_or_si256(low, high)
+    unsafe fn quants(x: &BlockQ6K, i: usize) -> [__m256i; 2] {
+        let (h, s0) = (i / 2, 2 * (i % 2));
+        let m4 = _mm256_set1_epi8(0x0f);
+        let m2 = _mm256_set1_epi8(3);
+        let nib = _mm_cvtsi32_si128(2 * s0 as i32);
+        let qa = _mm256_srl_epi16(ld32(&x.ql[64 * h..]), nib);
+        let qb = _mm256_srl_epi16(ld32(&x.ql[64 * h + 32..]), nib);
+        let qh = _mm256_srl_epi16(ld32(&x.qh[32 * h..]), _mm_cvtsi32_si128(2 * s0 as i32));
+        let ha = _mm256_slli_epi16::<4>(_mm256_and_si256(qh, m2));
+        let hb = _mm256_slli_epi16::<2>(_mm256_and_si256(qh, _mm256_set1_epi8(12)));
+        [
+            _mm256_or_si256(_mm256_and_si256(qa, m4), ha),
+            _mm256_or_si256(_mm256_and_si256(qb, m4), hb),
+        ]
     }
+    /// Chunk `j` takes scale `2j` in its low 128-bit lane and `2j + 1` in the high one.
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn scales(p: &Prep, j: usize) -> __m256i {
-        scale_pair(half_scales(p.sc, j / 4), j % 4)
+    unsafe fn scales(p: &Prep, i: usize) -> [__m256i; 2] {
+        let spread = _mm256_setr_epi8(
+            0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2,
+            3, 2, 3,
+        );
+        let j = _mm256_set1_epi32(2 * i as i32);
+        let lo = _mm256_permutevar8x32_epi32(p.sc, j);
+        let hi = _mm256_permutevar8x32_epi32(p.sc, _mm256_add_epi32(j, _mm256_set1_epi32(1)));
+        [
+            _mm256_shuffle_epi8(lo, spread),
+            _mm256_shuffle_epi8(hi, spread),
+        ]
     }
 }
 
@@ -232,17 +252,30 @@ pub(super) fn tile<F: KFormat, const R: usize, const T: usize, const PF: bool>(
         }
         let xs: [&F::W; R] = std::array::from_fn(|r| &w[r][sb]);
         let ys: [&BlockQ8K; T] = std::array::from_fn(|t| &y[t][sb]);
-        // SAFETY: this function's target features cover the format's (AVX2, F16C).
-        let prep: [Prep; R] = std::array::from_fn(|r| unsafe { F::prepare(xs[r]) });
+        // Plain loops, no closures, wherever intrinsics are called: a closure lacks this
+        // function's target features, so what it calls would not be inlined.
+        let zero = _mm256_setzero_si256();
+        let mut prep = [Prep {
+            sc: zero,
+            bias: zero,
+            d: 0.0,
+            dmin: 0.0,
+        }; R];
+        for r in 0..R {
+            // SAFETY: this function's target features cover the format's (AVX2, F16C).
+            prep[r] = unsafe { F::prepare(xs[r]) };
+        }
         let mut acc = [[_mm256_setzero_si256(); T]; R];
-        for j in 0..8 {
+        for i in 0..4 {
             for r in 0..R {
                 // SAFETY: as above.
-                let (q, s) = unsafe { (F::quants(xs[r], j), F::scales(&prep[r], j)) };
-                for t in 0..T {
-                    let yv = ld32i(&ys[t].qs[32 * j..]);
-                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, yv), s);
-                    acc[r][t] = _mm256_add_epi32(acc[r][t], p);
+                let (q, s) = unsafe { (F::quants(xs[r], i), F::scales(&prep[r], i)) };
+                for c in 0..2 {
+                    for t in 0..T {
+                        let yv = ld32i(&ys[t].qs[64 * i + 32 * c..]);
+                        let p = _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], yv), s[c]);
+                        acc[r][t] = _mm256_add_epi32(acc[r][t], p);
+                    }
                 }
             }
         }
