@@ -202,21 +202,23 @@ impl KFormat for Q6K {
             _mm256_or_si256(_mm256_and_si256(qb, m4), hb),
         ]
     }
-    /// Chunk `j` takes scale `2j` in its low 128-bit lane and `2j + 1` in the high one.
+    /// Chunk `j` takes scale `2j` in its low 128-bit lane and `2j + 1` in the high one: the
+    /// four scales of chunks `2i`, `2i + 1` (i16 lanes `4i..4i + 4`) go to every 64-bit lane,
+    /// then each chunk picks its two.
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn scales(p: &Prep, i: usize) -> [__m256i; 2] {
-        let spread = _mm256_setr_epi8(
+        let q = 2 * i as i32;
+        let four = _mm256_permutevar8x32_epi32(
+            p.sc,
+            _mm256_setr_epi32(q, q + 1, q, q + 1, q, q + 1, q, q + 1),
+        );
+        let lo = _mm256_setr_epi8(
             0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2,
             3, 2, 3,
         );
-        let j = _mm256_set1_epi32(2 * i as i32);
-        let lo = _mm256_permutevar8x32_epi32(p.sc, j);
-        let hi = _mm256_permutevar8x32_epi32(p.sc, _mm256_add_epi32(j, _mm256_set1_epi32(1)));
-        [
-            _mm256_shuffle_epi8(lo, spread),
-            _mm256_shuffle_epi8(hi, spread),
-        ]
+        let hi = _mm256_add_epi8(lo, _mm256_set1_epi8(4));
+        [_mm256_shuffle_epi8(four, lo), _mm256_shuffle_epi8(four, hi)]
     }
 }
 
