@@ -99,13 +99,22 @@ pub fn has_gemm(ty: GgmlType) -> bool {
 }
 
 /// Fewest activation rows for which the tile kernel beats the multi-row dot products: the
-/// K-quant tiles compute whole groups of sixteen tokens, the 32-element ones pairs.
+/// AVX-512 K-quant tiles compute whole groups of sixteen tokens, the others (32-element
+/// formats, AVX2 K-quant tiles) at most four tokens at a time.
 pub fn min_gemm_tokens(ty: GgmlType) -> usize {
-    if ty.vec_dot_type() == GgmlType::Q8K {
+    if lane_packed(ty) {
         8
     } else {
         2
     }
+}
+
+/// Whether the kernels in use read `ty`'s activations in token groups (`tq`): the AVX-512 tiles
+/// for Q4_K and Q6_K. The AVX2 ones read the Q8_K rows as they are.
+fn lane_packed(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4K | GgmlType::Q6K)
+        && has_gemm(ty)
+        && dispatch::kernels().name == "avx512"
 }
 
 /// Repacks `n_tokens` activation rows (`acts`, each `n` elements quantized to
@@ -133,7 +142,7 @@ pub fn pack_acts(ty: GgmlType, n: usize, acts: &[u8], n_tokens: usize) -> Packed
             tps: Vec::new(),
             tbs: Vec::new(),
         };
-        if matches!(ty, GgmlType::Q4K | GgmlType::Q6K) && has_gemm(ty) {
+        if lane_packed(ty) {
             p.pack_token_groups();
         }
         return p;

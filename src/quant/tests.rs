@@ -498,7 +498,12 @@ fn matvec_equals_vec_dot() {
                 continue;
             };
             let single = k.vec_dot[slot(ty)].unwrap();
-            for (n, rows) in [(32usize, 1usize), (96, 7), (320, 12)] {
+            let cases: [(usize, usize); 4] = if ty.block_elems() == QK_K {
+                [(256, 1), (512, 7), (768, 12), (256, 19)]
+            } else {
+                [(32, 1), (96, 7), (320, 12), (32, 19)]
+            };
+            for (n, rows) in cases {
                 let at = ty.vec_dot_type();
                 let wrow = ty.bytes_for(n as u64).unwrap() as usize;
                 let w: Vec<u8> = (0..rows)
@@ -525,4 +530,115 @@ fn matvec_equals_vec_dot() {
         .iter()
         .any(|k| k.matvec.iter().any(Option::is_some));
     assert!(!has || checked > 0);
+}
+
+/// K-quant tiles for every token count from 1 to 17 (whole and partial tiles of four tokens)
+/// and row counts below, at and off the row block of eight: each (row, token) has
+/// `vec_dot`'s bits.
+#[test]
+fn k_quant_gemm_equals_vec_dot_small_batches() {
+    let mut rng = Rng(17);
+    let mut checked = 0;
+    for k in dispatch::available() {
+        for ty in [GgmlType::Q4K, GgmlType::Q5K, GgmlType::Q6K] {
+            let Some(f) = k.gemm[slot(ty)] else {
+                continue;
+            };
+            let single = k.vec_dot[slot(ty)].unwrap();
+            let n = 512;
+            let at = ty.vec_dot_type();
+            let arow = at.bytes_for(n as u64).unwrap() as usize;
+            let wrow = ty.bytes_for(n as u64).unwrap() as usize;
+            for rows in [3usize, 8, 19] {
+                let w: Vec<u8> = (0..rows)
+                    .flat_map(|_| random_weights(ty, n, &mut rng))
+                    .collect();
+                for tokens in 1..=17usize {
+                    let acts: Vec<u8> = (0..tokens)
+                        .flat_map(|_| random_activations(at, n, &mut rng).1)
+                        .collect();
+                    let packed = pack_acts(ty, n, &acts, tokens);
+                    let pairs = packed.n_pairs();
+                    let mut out = vec![f32::NAN; tokens * rows];
+                    f(&w, rows, &packed, 0..pairs, &mut out, 1, tokens);
+                    for t in 0..tokens {
+                        for r in 0..rows {
+                            let want = single(&w[r * wrow..][..wrow], &acts[t * arow..][..arow]);
+                            let got = out[t + r * tokens];
+                            assert_eq!(
+                                got.to_bits(),
+                                want.to_bits(),
+                                "{} {ty} rows={rows} tokens={tokens} row {r} token {t}",
+                                k.name
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let has = dispatch::available()
+        .iter()
+        .any(|k| k.gemm[slot(GgmlType::Q4K)].is_some());
+    assert!(!has || checked > 0);
+}
+
+/// Timing of the K-quant kernels in use (not a check): `cargo test --release --lib
+/// k_quant_kernel_timing -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn k_quant_kernel_timing() {
+    let mut rng = Rng(5);
+    let k = dispatch::kernels();
+    let (n, rows) = (2048usize, 1024usize);
+    for ty in [GgmlType::Q4K, GgmlType::Q5K, GgmlType::Q6K] {
+        let at = ty.vec_dot_type();
+        let arow = at.bytes_for(n as u64).unwrap() as usize;
+        let wrow = ty.bytes_for(n as u64).unwrap() as usize;
+        let w: Vec<u8> = (0..rows)
+            .flat_map(|_| random_weights(ty, n, &mut rng))
+            .collect();
+        for tokens in [1usize, 2, 4, 8, 64] {
+            let acts: Vec<u8> = (0..tokens)
+                .flat_map(|_| random_activations(at, n, &mut rng).1)
+                .collect();
+            let mut out = vec![0f32; tokens * rows];
+            let reps = (256 / tokens).max(4);
+            let time = |f: &mut dyn FnMut(&mut [f32])| {
+                // The best of five trials: the machine may be shared.
+                let mut out = out.clone();
+                let mut best = f64::INFINITY;
+                for _ in 0..5 {
+                    let t0 = std::time::Instant::now();
+                    for _ in 0..reps {
+                        f(&mut out);
+                    }
+                    best = best.min(t0.elapsed().as_secs_f64() / reps as f64 * 1e3);
+                }
+                best
+            };
+            let rows_ms = time(&mut |o| {
+                for r in 0..rows {
+                    let wr = &w[r * wrow..][..wrow];
+                    vec_dot_rows(ty, n, wr, &acts, arow, &mut o[r * tokens..][..tokens]);
+                }
+            });
+            let packed = pack_acts(ty, n, &acts, tokens);
+            let gemm_ms = k.gemm[slot(ty)]
+                .map(|f| time(&mut |o| f(&w, rows, &packed, 0..packed.n_pairs(), o, 1, tokens)));
+            let mv_ms = (tokens == 1)
+                .then_some(())
+                .and(k.matvec[slot(ty)])
+                .map(|f| {
+                    let p = pack_single(ty, n, &acts);
+                    time(&mut |o| f(&w, &p, o))
+                });
+            out[0] = 0.0;
+            println!(
+                "{} {ty} {rows}x{n} tokens={tokens}: vec_dot_rows {rows_ms:.3} ms, gemm {gemm_ms:.3?} ms, matvec {mv_ms:.3?} ms",
+                k.name
+            );
+        }
+    }
 }

@@ -11,10 +11,12 @@ mod k_quants512;
 mod legacy;
 mod matvec32;
 mod matvec32_avx2;
+mod matvec_k_avx2;
 mod quantize;
 mod tiles32;
 mod tiles32_avx2;
 mod tiles_k;
+mod tiles_k_avx2;
 
 use super::block::{as_blocks, as_blocks_mut};
 use super::dispatch::{by_rows, slot, Kernels};
@@ -75,7 +77,33 @@ pub(super) fn avx2(mut k: Kernels) -> Option<Kernels> {
         )*};
     }
     tiles32!(Q4_0, Q4_1, Q5_0, Q5_1, Q8_0);
+    install_k_tiles_avx2(&mut k);
     Some(k)
+}
+
+/// The AVX2 K-quant tiles and matrix-vector kernels (Q4_K, Q5_K, Q6_K).
+/// Only for use after `has_avx2()`.
+fn install_k_tiles_avx2(k: &mut Kernels) {
+    use matvec_k_avx2::matvec;
+    use tiles_k_avx2::{gemm, Q4K, Q5K, Q6K};
+    // SAFETY (every `unsafe` below): reachable only through a table built after `has_avx2()`
+    // confirmed AVX2, FMA and F16C.
+    k.gemm[slot(T::Q4K)] =
+        Some(|w, n, a, p, o, ts, rs| unsafe { gemm::<Q4K>(w, n, a, p, o, ts, rs) });
+    k.gemm[slot(T::Q5K)] =
+        Some(|w, n, a, p, o, ts, rs| unsafe { gemm::<Q5K>(w, n, a, p, o, ts, rs) });
+    k.gemm[slot(T::Q6K)] =
+        Some(|w, n, a, p, o, ts, rs| unsafe { gemm::<Q6K>(w, n, a, p, o, ts, rs) });
+    k.matvec[slot(T::Q4K)] = Some(|w, a, o| unsafe { matvec::<Q4K>(w, a, o) });
+    k.matvec[slot(T::Q5K)] = Some(|w, a, o| unsafe { matvec::<Q5K>(w, a, o) });
+    k.matvec[slot(T::Q6K)] = Some(|w, a, o| unsafe { matvec::<Q6K>(w, a, o) });
+}
+
+/// Keeps the AVX-512 table's one-token path for Q4_K and Q6_K on its own dot products (the
+/// AVX2 matrix-vector kernels inherited from the AVX2 table are not measured there).
+fn uninstall_k_matvec_avx2(k: &mut Kernels) {
+    k.matvec[slot(T::Q4K)] = None;
+    k.matvec[slot(T::Q6K)] = None;
 }
 
 /// The AVX2 table `k` with the AVX-512 (BW, VNNI) kernels installed, or `None` if this CPU lacks them.
@@ -88,6 +116,7 @@ pub(super) fn avx512(mut k: Kernels) -> Option<Kernels> {
     // legacy_body.rs), which some models need to match it token for token.
     install!(k, T::Q4K, k_quants512::dot_q4_k);
     install!(k, T::Q6K, k_quants512::dot_q6_k);
+    uninstall_k_matvec_avx2(&mut k);
     // SAFETY (every `unsafe` below): reachable only through this table, built after
     // `has_avx512()` confirmed AVX-512 F/BW/VL and VNNI (and AVX2, FMA, F16C).
     k.gemm[slot(T::Q4K)] = Some(|w, n, a, p, o, ts, rs| unsafe {
