@@ -6,6 +6,9 @@
 //! - `ppP+tgG` (`-pg P,G`): a `P`-token prompt, then `G` single-token passes after it, timed
 //!   together.
 //!
+//! With `-d N` every test runs on top of `N` tokens already in the cache (filled untimed, as
+//! llama-bench's `-d` does) and is named `pp512 @ d1024`.
+//!
 //! Each test runs once unmeasured (warm-up), then `-r` times; `avg_ts`/`stddev_ts` are the mean
 //! and sample standard deviation of the per-run tokens/second. This module owns measuring and
 //! reporting only; the forward pass is `model::forward`'s.
@@ -33,6 +36,10 @@ pub struct Options {
     pub n_gen: usize,
     /// Prompt-then-generation tests (`-pg P,G`).
     pub prompt_gen: Vec<(usize, usize)>,
+    /// Cache depths each test runs at (`-d`).
+    pub depths: Vec<usize>,
+    /// Tokens per forward pass when filling the cache to a depth (`-ub`).
+    pub ubatch: usize,
     /// Measured runs per test (`-r`).
     pub repetitions: usize,
     pub format: Format,
@@ -82,7 +89,19 @@ impl Options {
                 }
             })
             .collect::<Result<Vec<_>>>()?;
+        let depths = match cli.bench_depth.as_deref() {
+            None => vec![0],
+            Some(s) => s
+                .split(',')
+                .map(|v| v.trim().parse::<usize>())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| {
+                    anyhow::anyhow!("--bench: -d takes cache depths (e.g. 0 or 0,1024), got '{s}'")
+                })?,
+        };
         Ok(Options {
+            depths,
+            ubatch: cli.forward_batch(),
             n_prompt,
             n_gen,
             prompt_gen,
@@ -96,6 +115,8 @@ impl Options {
 /// One measured test.
 #[derive(Clone, Debug)]
 pub struct TestResult {
+    /// Tokens in the cache before the test (`-d`).
+    pub n_depth: usize,
     pub n_prompt: usize,
     pub n_gen: usize,
     /// Seconds of each measured run.
@@ -105,10 +126,14 @@ pub struct TestResult {
 impl TestResult {
     /// llama-bench's name for the test: `pp512`, `tg128`, `pp512+tg128`.
     pub fn name(&self) -> String {
-        match (self.n_prompt, self.n_gen) {
+        let test = match (self.n_prompt, self.n_gen) {
             (p, 0) => format!("pp{p}"),
             (0, g) => format!("tg{g}"),
             (p, g) => format!("pp{p}+tg{g}"),
+        };
+        match self.n_depth {
+            0 => test,
+            d => format!("{test} @ d{d}"),
         }
     }
 
@@ -151,76 +176,62 @@ fn random_tokens(n: usize, n_vocab: usize, seed: u64) -> Vec<u32> {
         .collect()
 }
 
-/// Seconds for one prompt of `tokens` fed as one batch into an empty cache.
-fn time_prompt(model: &Model, tokens: &[u32]) -> f64 {
-    let mut cache = model.new_cache(tokens.len().max(1));
-    let batch = Batch::sequence(tokens, 0, false);
-    let t = Instant::now();
-    let logits = model.forward(&batch, std::slice::from_mut(&mut cache));
-    let secs = t.elapsed().as_secs_f64();
-    std::hint::black_box(logits);
-    secs
-}
-
-/// Seconds for `tokens.len()` single-token forward passes from an empty cache.
-fn time_generation(model: &Model, tokens: &[u32]) -> f64 {
-    time_prompt_then_generation(model, &[], tokens)
-}
-
-/// Seconds for `prompt` as one batch (if any) and then one pass per token of `gen` after it.
-fn time_prompt_then_generation(model: &Model, prompt: &[u32], gen: &[u32]) -> f64 {
-    let mut cache = model.new_cache((prompt.len() + gen.len()).max(1));
+/// Seconds for `prompt` as one batch (if any) and then one pass per token of `gen` after it,
+/// on top of `depth` tokens put in the cache first (untimed, in `ubatch`-sized passes).
+fn time_prompt_then_generation(
+    model: &Model,
+    depth: &[u32],
+    ubatch: usize,
+    prompt: &[u32],
+    gen: &[u32],
+) -> f64 {
+    let d = depth.len();
+    let mut cache = model.new_cache((d + prompt.len() + gen.len()).max(1));
+    for (i, chunk) in depth.chunks(ubatch.max(1)).enumerate() {
+        let batch = Batch::sequence(chunk, i * ubatch, false);
+        std::hint::black_box(model.forward(&batch, std::slice::from_mut(&mut cache)));
+    }
     let t = Instant::now();
     if !prompt.is_empty() {
-        let batch = Batch::sequence(prompt, 0, false);
+        let batch = Batch::sequence(prompt, d, false);
         std::hint::black_box(model.forward(&batch, std::slice::from_mut(&mut cache)));
     }
     for (i, &tok) in gen.iter().enumerate() {
-        let batch = Batch::sequence(&[tok], prompt.len() + i, false);
+        let batch = Batch::sequence(&[tok], d + prompt.len() + i, false);
         std::hint::black_box(model.forward(&batch, std::slice::from_mut(&mut cache)));
     }
     t.elapsed().as_secs_f64()
 }
 
-/// Runs every requested test (warm-up, then `repetitions` measured runs).
+/// Runs every requested test at every depth (warm-up, then `repetitions` measured runs).
 pub fn measure(model: &Model, opts: &Options) -> Vec<TestResult> {
     let n_vocab = model.config.n_vocab;
-    let mut results = Vec::new();
-    for &n in opts.n_prompt.iter().filter(|&&n| n > 0) {
-        let tokens = random_tokens(n, n_vocab, 1);
-        time_prompt(model, &tokens);
-        let samples = (0..opts.repetitions)
-            .map(|_| time_prompt(model, &tokens))
-            .collect();
-        results.push(TestResult {
-            n_prompt: n,
-            n_gen: 0,
-            samples,
-        });
-    }
+    let mut tests: Vec<(usize, usize)> = opts
+        .n_prompt
+        .iter()
+        .filter(|&&n| n > 0)
+        .map(|&n| (n, 0))
+        .collect();
     if opts.n_gen > 0 {
-        let tokens = random_tokens(opts.n_gen, n_vocab, 2);
-        time_generation(model, &tokens[..1]);
-        let samples = (0..opts.repetitions)
-            .map(|_| time_generation(model, &tokens))
-            .collect();
-        results.push(TestResult {
-            n_prompt: 0,
-            n_gen: opts.n_gen,
-            samples,
-        });
+        tests.push((0, opts.n_gen));
     }
-    for &(p, g) in &opts.prompt_gen {
-        let (prompt, gen) = (random_tokens(p, n_vocab, 3), random_tokens(g, n_vocab, 4));
-        time_prompt_then_generation(model, &prompt, &gen[..1]);
-        let samples = (0..opts.repetitions)
-            .map(|_| time_prompt_then_generation(model, &prompt, &gen))
-            .collect();
-        results.push(TestResult {
-            n_prompt: p,
-            n_gen: g,
-            samples,
-        });
+    tests.extend(opts.prompt_gen.iter().copied());
+    let mut results = Vec::new();
+    for &(p, g) in &tests {
+        for &d in &opts.depths {
+            let depth = random_tokens(d, n_vocab, 5);
+            let (prompt, gen) = (random_tokens(p, n_vocab, 3), random_tokens(g, n_vocab, 4));
+            let run =
+                |gen: &[u32]| time_prompt_then_generation(model, &depth, opts.ubatch, &prompt, gen);
+            run(&gen[..g.min(1)]);
+            let samples = (0..opts.repetitions).map(|_| run(&gen)).collect();
+            results.push(TestResult {
+                n_depth: d,
+                n_prompt: p,
+                n_gen: g,
+                samples,
+            });
+        }
     }
     results
 }
@@ -341,6 +352,7 @@ pub fn json(info: &ModelInfo, opts: &Options, results: &[TestResult]) -> serde_j
                 "model_n_params": info.n_params,
                 "n_threads": opts.threads,
                 "n_prompt": r.n_prompt,
+                "n_depth": r.n_depth,
                 "n_gen": r.n_gen,
                 "test": r.name(),
                 "avg_ns": avg_ns as u64,
@@ -385,6 +397,7 @@ mod tests {
     #[test]
     fn test_names_follow_llama_bench() {
         let r = |p, g| TestResult {
+            n_depth: 0,
             n_prompt: p,
             n_gen: g,
             samples: vec![0.5, 1.0],
@@ -392,6 +405,11 @@ mod tests {
         assert_eq!(r(512, 0).name(), "pp512");
         assert_eq!(r(0, 128).name(), "tg128");
         assert_eq!(r(512, 128).name(), "pp512+tg128");
+        let deep = TestResult {
+            n_depth: 1024,
+            ..r(512, 0)
+        };
+        assert_eq!(deep.name(), "pp512 @ d1024");
         assert_eq!(r(0, 128).samples_ts(), vec![256.0, 128.0]);
     }
 

@@ -239,6 +239,11 @@ pub struct Cli {
     #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
     pub repetitions: usize,
 
+    /// --bench: tokens already in the cache before each test (llama-bench's `-d`;
+    /// comma-separated depths, default 0).
+    #[arg(short = 'd', long = "n-depth", value_name = "N[,N...]")]
+    pub bench_depth: Option<String>,
+
     /// --bench: prompt-then-generation tests `PP,TG` (llama-bench's `-pg`; repeatable).
     #[arg(long = "n-gen-prompt", value_name = "PP,TG")]
     pub bench_pg: Vec<String>,

@@ -96,9 +96,9 @@ pub fn matmul(w: &QMat, x: &[f32], n: usize, out: &mut [f32]) {
         });
         return;
     }
-    // Small batches (speculative verification, a few slots decoding) of K-quants go through
-    // the multi-row dots, which beat the tiles' padding to sixteen tokens (Qwen2.5-1.5B, two
-    // tokens: 47 ms instead of 82); the 32-element tiles win from two tokens on.
+    // Small batches (speculative verification, a few slots decoding) take the tiles from
+    // `min_gemm_tokens` on: two tokens, except for the AVX-512 K-quant tiles, which pad to
+    // sixteen tokens and lose to the multi-row dots below eight.
     if quant::has_gemm(w.ty) && n >= quant::min_gemm_tokens(w.ty) {
         return tiled(w, &qx, n, out);
     }
