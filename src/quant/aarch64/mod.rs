@@ -15,7 +15,7 @@ mod quantize;
 use std::arch::aarch64::*;
 use std::arch::asm;
 
-use super::block::{as_blocks, as_blocks_mut, Block};
+use super::block::{as_blocks, as_blocks_mut};
 use super::dispatch::{by_rows, slot, Kernels, ROWS};
 use super::GgmlType as T;
 
