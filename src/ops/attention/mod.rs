@@ -158,6 +158,12 @@ mod scalar {
     }
 }
 
+/// The raw bits of f16 values.
+fn f16_bits(s: &[f16]) -> &[u16] {
+    // SAFETY: `half::f16` is `repr(transparent)` over `u16`; same size, alignment, validity.
+    unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), s.len()) }
+}
+
 /// The order in which GCC's `_mm512_reduce_add_ps` sums 16 lanes.
 fn reduce16(x: [f32; 16]) -> f32 {
     let h: [f32; 8] = std::array::from_fn(|i| x[i + 8] + x[i]);
@@ -167,7 +173,7 @@ fn reduce16(x: [f32; 16]) -> f32 {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{reduce16, softmax_step, Rows, DOT_STEP};
+    use super::{f16_bits as bits, reduce16, softmax_step, Rows, DOT_STEP};
     use std::arch::x86_64::*;
 
     /// Sixteen f16 at `p` widened to f32.
@@ -187,11 +193,6 @@ mod x86 {
         let h = _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
         // SAFETY: 16 writable u16 (checked above); unaligned store.
         unsafe { _mm256_storeu_si256(d.as_mut_ptr().cast(), h) }
-    }
-
-    fn bits(s: &[half::f16]) -> &[u16] {
-        // SAFETY: `half::f16` is `repr(transparent)` over `u16`; same size, alignment, validity.
-        unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), s.len()) }
     }
 
     /// # Safety

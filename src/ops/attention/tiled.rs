@@ -9,7 +9,7 @@
 //! together, so rows are grouped freely for speed: keys are converted and transposed once per
 //! tile, and four rows at a time meet a whole tile in the micro-kernels.
 
-use super::{reduce16, AttnShape};
+use super::{f16_bits, reduce16, AttnShape};
 use crate::cpu::Isa;
 use crate::pool;
 use half::f16;
@@ -133,11 +133,6 @@ impl TransposedKeys {
 struct Values<'a> {
     bits: &'a [u16],
     kv_dim: usize,
-}
-
-fn f16_bits(s: &[f16]) -> &[u16] {
-    // SAFETY: `half::f16` is `repr(transparent)` over `u16`; same size, alignment, validity.
-    unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), s.len()) }
 }
 
 /// Per-row online-softmax state.

@@ -3,7 +3,7 @@
 //! rounding, the four-accumulator q·k dot with its fixed reduction, the online softmax and the
 //! f16 value accumulator rounded after every fused multiply-add are the same operations.
 
-use super::{reduce16, softmax_step, Rows, DOT_STEP};
+use super::{f16_bits as bits, reduce16, softmax_step, Rows, DOT_STEP};
 use std::arch::x86_64::*;
 
 /// Eight f16 widened to f32.
@@ -23,11 +23,6 @@ fn store8(d: &mut [u16], v: __m256) {
     let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
     // SAFETY: 8 writable u16 (checked above); unaligned store.
     unsafe { _mm_storeu_si128(d.as_mut_ptr().cast(), h) }
-}
-
-fn bits(s: &[half::f16]) -> &[u16] {
-    // SAFETY: `half::f16` is `repr(transparent)` over `u16`; same size, alignment, validity.
-    unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), s.len()) }
 }
 
 /// # Safety
