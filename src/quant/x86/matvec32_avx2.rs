@@ -4,7 +4,7 @@
 //! are the bits of the single-row kernels; the four rows give the core four independent
 //! accumulation chains.
 
-use super::tiles32_avx2::{tile, Avx2Block};
+use super::tiles32_avx2::{tile, Avx2Block, RawRows};
 use crate::quant::gemm::PackedActs;
 
 /// Weight rows per step.
@@ -22,12 +22,14 @@ pub(super) unsafe fn matvec<B: Avx2Block>(w: &[u8], acts: &PackedActs, out: &mut
     let (head, tail) = out.split_at_mut(full);
     for (i, o) in head.chunks_exact_mut(STEP).enumerate() {
         let wr = &w[STEP * i * row_bytes..][..STEP * row_bytes];
+        let rows = RawRows::<B>::new(wr, row_bytes, STEP, acts.n_blocks, true);
         // SAFETY: the caller guarantees the CPU features.
-        unsafe { tile::<B, STEP, 1>(wr, row_bytes, acts, 0, true, &mut |r, _, v| o[r] = v) };
+        unsafe { tile::<B, _, STEP, 1>(&rows, acts, 0, &mut |r, _, v| o[r] = v) };
     }
     for (i, o) in tail.iter_mut().enumerate() {
         let wr = &w[(full + i) * row_bytes..][..row_bytes];
+        let row = RawRows::<B>::new(wr, row_bytes, 1, acts.n_blocks, false);
         // SAFETY: as above.
-        unsafe { tile::<B, 1, 1>(wr, row_bytes, acts, 0, false, &mut |_, _, v| *o = v) };
+        unsafe { tile::<B, _, 1, 1>(&row, acts, 0, &mut |_, _, v| *o = v) };
     }
 }
