@@ -4,7 +4,7 @@
 //! contiguous run of memory, at the pace the current ones are read. Results are `vec_dot`'s
 //! bits, as for the tiles.
 
-use super::tiles_k_avx2::{tile, KFormat};
+use super::tiles_k_avx2::{tile, KFormat, RawK};
 use crate::quant::block::as_blocks;
 use crate::quant::gemm::PackedActs;
 use crate::quant::q8_k::BlockQ8K;
@@ -26,9 +26,13 @@ pub(super) unsafe fn matvec<F: KFormat>(w: &[u8], acts: &PackedActs, out: &mut [
     let (head, tail) = out.split_at_mut(full);
     for (i, o) in head.chunks_exact_mut(R).enumerate() {
         let rows: [&[F::W]; R] = std::array::from_fn(|r| row(R * i + r));
-        o.copy_from_slice(&tile::<F, R, 1, true>(rows, y, row_bytes)[..R]);
+        let rows = RawK::<F, R, true>::new(rows, row_bytes);
+        // SAFETY: the caller guarantees the CPU features; `rows` has `R` rows.
+        o.copy_from_slice(&unsafe { tile::<F, _, R, 1>(&rows, y) }[..R]);
     }
     for (i, o) in tail.iter_mut().enumerate() {
-        *o = tile::<F, 1, 1, false>([row(full + i)], y, row_bytes)[0];
+        let one = RawK::<F, 1, false>::new([row(full + i)], row_bytes);
+        // SAFETY: as above, one row.
+        *o = unsafe { tile::<F, _, 1, 1>(&one, y) }[0];
     }
 }

@@ -246,31 +246,182 @@ fn lanes_ps(v: [f32; LANES]) -> __m256 {
     _mm256_setr_ps(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7])
 }
 
-/// `vec_dot(w[r], y[t])` in lane `r · T + t` of the result, for rows `w` and tokens `y` of
-/// equal super-block counts. With `PF`, prefetches the `R` rows after `w[0]` (rows are then
-/// `row_bytes` apart, `w[r]` starting `r · row_bytes` after `w[0]`) at the pace these are read.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn tile<F: KFormat, const R: usize, const T: usize, const PF: bool>(
-    w: [&[F::W]; R],
-    y: [&[BlockQ8K]; T],
+/// Where a tile reads its weight rows from: per row `r` (below the tile's height) and
+/// super-block `sb`, the scale state and the quants and scales of chunks `2i`, `2i + 1`.
+pub(super) trait KRows<F: KFormat> {
+    /// Super-blocks per row.
+    fn n_sb(&self) -> usize;
+    /// Called once per super-block before its rows are read (prefetching).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline(always)]
+    unsafe fn begin(&self, _sb: usize) {}
+    /// # Safety
+    /// The CPU must support AVX2 and F16C; `r`, `sb` in range.
+    unsafe fn prep(&self, r: usize, sb: usize) -> Prep;
+    /// # Safety
+    /// As for [`Self::prep`]; `p` is this row's and super-block's [`Self::prep`].
+    unsafe fn chunks(&self, r: usize, sb: usize, i: usize, p: &Prep) -> [[__m256i; 2]; 2];
+}
+
+/// `R` rows straight from the weight bytes, decoded as they are read (one token: each
+/// super-block is used once). With `PF`, prefetches the `R` rows after them (`row_bytes`
+/// apart, one contiguous run) at the pace these are read.
+pub(super) struct RawK<'a, F: KFormat, const R: usize, const PF: bool> {
+    w: [&'a [F::W]; R],
     row_bytes: usize,
-) -> [f32; LANES] {
-    const { assert!(R * T <= LANES && R > 0 && T > 0) };
-    let nsb = w[0].len();
-    let w = w.map(|w| &w[..nsb]);
-    let y = y.map(|y| &y[..nsb]);
-    let sb_bytes = std::mem::size_of::<F::W>();
-    let ahead = w[0].as_ptr().cast::<u8>().wrapping_add(R * row_bytes);
-    let mut sumf = _mm256_setzero_ps();
-    for sb in 0..nsb {
+}
+
+impl<'a, F: KFormat, const R: usize, const PF: bool> RawK<'a, F, R, PF> {
+    /// Rows `w` (equal lengths); with `PF` they must be one run, `row_bytes` apart.
+    pub(super) fn new(w: [&'a [F::W]; R], row_bytes: usize) -> Self {
+        let nsb = w[0].len();
+        RawK {
+            w: w.map(|w| &w[..nsb]),
+            row_bytes,
+        }
+    }
+}
+
+impl<F: KFormat, const R: usize, const PF: bool> KRows<F> for RawK<'_, F, R, PF> {
+    fn n_sb(&self) -> usize {
+        self.w[0].len()
+    }
+    #[inline(always)]
+    unsafe fn begin(&self, sb: usize) {
         if PF {
+            let sb_bytes = std::mem::size_of::<F::W>();
+            let ahead = self.w[0]
+                .as_ptr()
+                .cast::<u8>()
+                .wrapping_add(R * self.row_bytes);
             let at = ahead.wrapping_add(R * sb * sb_bytes);
             for line in (0..R * sb_bytes).step_by(64) {
-                _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(line).cast());
+                // SAFETY: prefetches never fault, wherever they point.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(line).cast()) };
             }
         }
-        let xs: [&F::W; R] = std::array::from_fn(|r| &w[r][sb]);
+    }
+    #[inline(always)]
+    unsafe fn prep(&self, r: usize, sb: usize) -> Prep {
+        // SAFETY: the caller guarantees the CPU features.
+        unsafe { F::prepare(&self.w[r][sb]) }
+    }
+    #[inline(always)]
+    unsafe fn chunks(&self, r: usize, sb: usize, i: usize, p: &Prep) -> [[__m256i; 2]; 2] {
+        // SAFETY: the caller guarantees the CPU features.
+        unsafe { [F::quants(&self.w[r][sb], i), F::scales(p, i)] }
+    }
+}
+
+/// A block of weight rows decoded once for a whole batch: per row and super-block, the eight
+/// chunks' unsigned quants and `vpmaddwd` scales, and the [`Prep`] (whose `sc` is unused).
+pub(super) struct DecodedK {
+    nsb: usize,
+    quants: Vec<__m256i>,
+    scales: Vec<__m256i>,
+    preps: Vec<Prep>,
+    filled: usize,
+}
+
+impl DecodedK {
+    fn new(rows: usize, nsb: usize) -> Self {
+        // SAFETY: an all-zero `__m256i` is a valid value.
+        let zero = unsafe { _mm256_setzero_si256() };
+        let prep = Prep {
+            sc: zero,
+            bias: zero,
+            d: 0.0,
+            dmin: 0.0,
+        };
+        DecodedK {
+            nsb,
+            quants: vec![zero; rows * nsb * 8],
+            scales: vec![zero; rows * nsb * 8],
+            preps: vec![prep; rows * nsb],
+            filled: 0,
+        }
+    }
+
+    /// Decodes rows `rows` (each `nsb` super-blocks).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn fill<'a, F: KFormat>(&mut self, rows: impl Iterator<Item = &'a [F::W]>)
+    where
+        F::W: 'a,
+    {
+        self.filled = 0;
+        for row in rows {
+            assert!(row.len() == self.nsb && self.filled * self.nsb < self.preps.len());
+            for (sb, x) in row.iter().enumerate() {
+                let at = self.filled * self.nsb + sb;
+                // SAFETY: this function's target features cover the format's.
+                let p = unsafe { F::prepare(x) };
+                for i in 0..4 {
+                    // SAFETY: as above.
+                    let (q, s) = unsafe { (F::quants(x, i), F::scales(&p, i)) };
+                    self.quants[8 * at + 2 * i..][..2].copy_from_slice(&q);
+                    self.scales[8 * at + 2 * i..][..2].copy_from_slice(&s);
+                }
+                self.preps[at] = p;
+            }
+            self.filled += 1;
+        }
+    }
+}
+
+/// Rows `first..` of a [`DecodedK`].
+pub(super) struct DecodedRows<'a> {
+    dec: &'a DecodedK,
+    first: usize,
+}
+
+impl<F: KFormat> KRows<F> for DecodedRows<'_> {
+    fn n_sb(&self) -> usize {
+        self.dec.nsb
+    }
+    #[inline(always)]
+    unsafe fn prep(&self, r: usize, sb: usize) -> Prep {
+        // SAFETY: the caller keeps `r`, `sb` within the filled rows.
+        unsafe {
+            *self
+                .dec
+                .preps
+                .get_unchecked((self.first + r) * self.dec.nsb + sb)
+        }
+    }
+    #[inline(always)]
+    unsafe fn chunks(&self, r: usize, sb: usize, i: usize, _p: &Prep) -> [[__m256i; 2]; 2] {
+        let at = 8 * ((self.first + r) * self.dec.nsb + sb) + 2 * i;
+        // SAFETY: as for `prep`.
+        unsafe {
+            let q = self.dec.quants.get_unchecked(at..at + 2);
+            let s = self.dec.scales.get_unchecked(at..at + 2);
+            [[q[0], q[1]], [s[0], s[1]]]
+        }
+    }
+}
+
+/// `vec_dot(w[r], y[t])` in lane `r · T + t` of the result, for the first `R` rows of `w` and
+/// tokens `y` of equal super-block counts.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C; `w` has at least `R` rows.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn tile<F: KFormat, S: KRows<F>, const R: usize, const T: usize>(
+    w: &S,
+    y: [&[BlockQ8K]; T],
+) -> [f32; LANES] {
+    const { assert!(R * T <= LANES && R > 0 && T > 0) };
+    let nsb = w.n_sb();
+    let y = y.map(|y| &y[..nsb]);
+    let mut sumf = _mm256_setzero_ps();
+    for sb in 0..nsb {
+        // SAFETY (every call of `w`'s methods): the caller guarantees the CPU features and the
+        // row count; `sb < n_sb`.
+        unsafe { w.begin(sb) };
         let ys: [&BlockQ8K; T] = std::array::from_fn(|t| &y[t][sb]);
         // Plain loops, no closures, wherever intrinsics are called: a closure lacks this
         // function's target features, so what it calls would not be inlined.
@@ -282,14 +433,14 @@ pub(super) fn tile<F: KFormat, const R: usize, const T: usize, const PF: bool>(
             dmin: 0.0,
         }; R];
         for r in 0..R {
-            // SAFETY: this function's target features cover the format's (AVX2, F16C).
-            prep[r] = unsafe { F::prepare(xs[r]) };
+            // SAFETY: as above.
+            prep[r] = unsafe { w.prep(r, sb) };
         }
         let mut acc = [[_mm256_setzero_si256(); T]; R];
         for i in 0..4 {
             for r in 0..R {
                 // SAFETY: as above.
-                let (q, s) = unsafe { (F::quants(xs[r], i), F::scales(&prep[r], i)) };
+                let [q, s] = unsafe { w.chunks(r, sb, i, &prep[r]) };
                 for c in 0..2 {
                     for t in 0..T {
                         let yv = ld32i(&ys[t].qs[64 * i + 32 * c..]);
@@ -335,15 +486,15 @@ pub(super) fn tile<F: KFormat, const R: usize, const T: usize, const PF: bool>(
     out
 }
 
-/// Rows `rows` (all `R`-row tiles of a whole [`ROW_BLOCK`], else one row at a time) against
-/// the `T` tokens from `t`, written at `(t − t_begin)·t_stride + r·r_stride`.
+/// The decoded rows `dec` against the `T` tokens from `t` (all `R`-row tiles when the block is
+/// whole, else one row at a time), written at `(t − t_begin)·t_stride + (r0 + r)·r_stride`.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn rows_tokens<'a, F: KFormat, const R: usize, const T: usize>(
-    row: &dyn Fn(usize) -> &'a [F::W],
+    dec: &DecodedK,
     act: &dyn Fn(usize) -> &'a [BlockQ8K],
-    rows: Range<usize>,
+    r0: usize,
     t: usize,
     t_begin: usize,
     out: &mut [f32],
@@ -358,21 +509,25 @@ fn rows_tokens<'a, F: KFormat, const R: usize, const T: usize>(
             }
         }
     };
-    if rows.len() == ROW_BLOCK {
-        for r0 in rows.step_by(R) {
-            let w: [&[F::W]; R] = std::array::from_fn(|r| row(r0 + r));
-            put(r0, R, tile::<F, R, T, false>(w, y, 0));
+    if dec.filled == ROW_BLOCK {
+        for first in (0..ROW_BLOCK).step_by(R) {
+            let rows = DecodedRows { dec, first };
+            // SAFETY: the caller guarantees the CPU features; `R` rows from `first` are filled.
+            put(r0 + first, R, unsafe { tile::<F, _, R, T>(&rows, y) });
         }
     } else {
-        for r0 in rows {
-            put(r0, 1, tile::<F, 1, T, false>([row(r0)], y, 0));
+        for first in 0..dec.filled {
+            let rows = DecodedRows { dec, first };
+            // SAFETY: as above, one row.
+            put(r0 + first, 1, unsafe { tile::<F, _, 1, T>(&rows, y) });
         }
     }
 }
 
 /// The tile-kernel entry for K-quant format `F` (see `quant::gemm::gemm` for the contract):
-/// blocks of eight weight rows, each against every token of the range four at a time (fewer at
-/// the end), so weights stay in L1 while the activations stream from L2.
+/// blocks of eight weight rows, decoded once, each against every token of the range: one row ×
+/// eight tokens per tile (on Zen 3 a little ahead of 2 × 4 and well ahead of 8 × 1), smaller
+/// tiles for the last few tokens.
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
@@ -393,18 +548,34 @@ pub(super) unsafe fn gemm<F: KFormat>(
     let t_end = (2 * pairs.end).min(acts.n_tokens);
     let row = |r: usize| as_blocks::<F::W>(&w[r * row_bytes..][..row_bytes]);
     let act = |t: usize| as_blocks::<BlockQ8K>(&acts.raw[t * stride..][..stride]);
+    let mut dec = DecodedK::new(ROW_BLOCK, acts.n_blocks);
     for r0 in (0..rows).step_by(ROW_BLOCK) {
-        let rs = r0..(r0 + ROW_BLOCK).min(rows);
+        dec.fill::<F>((r0..(r0 + ROW_BLOCK).min(rows)).map(row));
         let mut t = t_begin;
         while t < t_end {
-            let nt = (t_end - t).min(4);
-            let (rs, o) = (rs.clone(), &mut *out);
-            match nt {
-                1 => rows_tokens::<F, 8, 1>(&row, &act, rs, t, t_begin, o, t_stride, r_stride),
-                2 => rows_tokens::<F, 4, 2>(&row, &act, rs, t, t_begin, o, t_stride, r_stride),
-                3 => rows_tokens::<F, 2, 3>(&row, &act, rs, t, t_begin, o, t_stride, r_stride),
-                _ => rows_tokens::<F, 2, 4>(&row, &act, rs, t, t_begin, o, t_stride, r_stride),
-            }
+            let (d, o) = (&dec, &mut *out);
+            let nt = match t_end - t {
+                8.. => {
+                    rows_tokens::<F, 1, 8>(d, &act, r0, t, t_begin, o, t_stride, r_stride);
+                    8
+                }
+                4..=7 => {
+                    rows_tokens::<F, 2, 4>(d, &act, r0, t, t_begin, o, t_stride, r_stride);
+                    4
+                }
+                3 => {
+                    rows_tokens::<F, 2, 3>(d, &act, r0, t, t_begin, o, t_stride, r_stride);
+                    3
+                }
+                2 => {
+                    rows_tokens::<F, 4, 2>(d, &act, r0, t, t_begin, o, t_stride, r_stride);
+                    2
+                }
+                _ => {
+                    rows_tokens::<F, 8, 1>(d, &act, r0, t, t_begin, o, t_stride, r_stride);
+                    1
+                }
+            };
             t += nt;
         }
     }
