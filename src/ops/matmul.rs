@@ -139,7 +139,10 @@ fn tiled(w: &QMat, qx: &[u8], n: usize, out: &mut [f32]) {
     let packed = quant::pack_acts(w.ty, w.cols, qx, n);
     let pairs = packed.n_pairs();
     let rb = w.row_bytes();
-    if pairs >= MIN_PAIRS_PER_TASK * threads {
+    // By tokens only when every thread gets whole blocks of `MAX_PAIRS_PER_TASK` pairs: the
+    // tiles decode each weight row once per call, so a small batch split by tokens would
+    // decode every row once per token block (speculative verification, a few slots).
+    if pairs >= MAX_PAIRS_PER_TASK * threads {
         let block = pairs
             .div_ceil(threads * 4)
             .clamp(MIN_PAIRS_PER_TASK, MAX_PAIRS_PER_TASK)
@@ -173,7 +176,7 @@ fn transpose_into(by_row: &[f32], n: usize, out: &mut [f32], rows: usize) {
 
 /// Token pairs per task when a batch is split by tokens: enough to amortise decoding each
 /// weight block, few enough that the packed activations of a task stay in L2.
-const MIN_PAIRS_PER_TASK: usize = 4;
+const MIN_PAIRS_PER_TASK: usize = 16;
 const MAX_PAIRS_PER_TASK: usize = 32;
 
 /// Weight rows per task for splitting by rows: about four tasks per thread.

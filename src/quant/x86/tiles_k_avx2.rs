@@ -408,8 +408,7 @@ impl<F: KFormat> KRows<F> for DecodedRows<'_> {
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C; `w` has at least `R` rows.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
+#[inline(always)]
 #[allow(clippy::needless_range_loop)] // tiles index rows and tokens of several arrays at once
 pub(super) unsafe fn tile<F: KFormat, S: KRows<F>, const R: usize, const T: usize>(
     w: &S,
