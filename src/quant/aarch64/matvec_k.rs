@@ -1,10 +1,11 @@
 //! NEON matrix-vector kernel for the K-quants Q4_K, Q5_K and Q6_K (generation, one token): four
-//! weight rows per step through `tiles_k::tile` straight from the weight super-blocks (four
-//! independent accumulation chains), fetching the next four rows, one contiguous run of memory,
-//! at the pace these are read. Results are the bits of the variant's `vec_dot`, as for the tiles.
+//! weight rows per step through `tiles_k::superblock` straight from the weight super-blocks
+//! (four independent accumulation chains), fetching the next four rows, one contiguous run of
+//! memory, at the pace these are read. Results are the bits of the variant's `vec_dot`, as for
+//! the tiles.
 
-use super::tiles_k::{tile, KFormat, RawRows};
-use super::Dot4;
+use super::tiles_k::{superblock, KFormat, Prep};
+use super::{prefetch, Dot4};
 use crate::quant::block::as_blocks;
 use crate::quant::gemm::PackedActs;
 use crate::quant::q8_k::BlockQ8K;
@@ -21,17 +22,47 @@ pub(super) unsafe fn matvec<F: KFormat, D: Dot4>(w: &[u8], acts: &PackedActs, ou
     let nsb = acts.n_blocks;
     let w = as_blocks::<F::W>(w);
     assert!(nsb > 0 && w.len() == out.len() * nsb);
-    let y = [as_blocks::<BlockQ8K>(&acts.raw[..acts.raw_stride])];
+    let y = as_blocks::<BlockQ8K>(&acts.raw[..acts.raw_stride]);
     let full = out.len() / STEP * STEP;
     let (head, tail) = out.split_at_mut(full);
     for (o, rows) in head.chunks_exact_mut(STEP).zip(w.chunks_exact(STEP * nsb)) {
-        let rows = RawRows::<F>::new(rows, nsb, true);
         // SAFETY: the caller guarantees `D`'s features.
-        unsafe { tile::<F, D, _, STEP, 1>(&rows, y, &mut |r, _, v| o[r] = v) };
+        let v = unsafe { rows_dot::<F, D, STEP>(rows, nsb, y, true) };
+        o.copy_from_slice(&v);
     }
     for (o, row) in tail.iter_mut().zip(w[full * nsb..].chunks_exact(nsb)) {
-        let row = RawRows::<F>::new(row, nsb, false);
         // SAFETY: as above.
-        unsafe { tile::<F, D, _, 1, 1>(&row, y, &mut |_, _, v| *o = v) };
+        *o = unsafe { rows_dot::<F, D, 1>(row, nsb, y, false) }[0];
     }
+}
+
+/// `vec_dot` of each of the `RR` rows in `rows` (`nsb` super-blocks each) with `y`; with
+/// `PF`, prefetches the `RR` rows after these.
+///
+/// # Safety
+/// The CPU must have `D`'s features.
+#[inline(always)]
+unsafe fn rows_dot<F: KFormat, D: Dot4, const RR: usize>(
+    rows: &[F::W],
+    nsb: usize,
+    y: &[BlockQ8K],
+    pf: bool,
+) -> [f32; RR] {
+    assert!(rows.len() == RR * nsb && y.len() == nsb);
+    let sb_bytes = size_of::<F::W>();
+    // The next rows are as many bytes on as these; super-block `sb` of all of them fetches one
+    // `RR`-th of that run.
+    let ahead = rows.as_ptr().cast::<u8>().wrapping_add(RR * nsb * sb_bytes);
+    let mut sumf = [[0f32; 1]; RR];
+    for (sb, ys) in y.iter().enumerate() {
+        if pf {
+            prefetch(ahead.wrapping_add(RR * sb * sb_bytes), RR * sb_bytes);
+        }
+        let x: [&F::W; RR] = std::array::from_fn(|r| &rows[r * nsb + sb]);
+        let prep: [Prep; RR] = x.map(F::prepare);
+        let prep: [&Prep; RR] = std::array::from_fn(|r| &prep[r]);
+        // SAFETY: the caller guarantees `D`'s features.
+        unsafe { superblock::<F, D, RR, 1>(|r, j| F::quants(x[r], j), prep, [ys], &mut sumf) };
+    }
+    sumf.map(|[v]| v)
 }

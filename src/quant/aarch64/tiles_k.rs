@@ -8,16 +8,16 @@
 //! Per (row, token) and super-block the integer sum goes through [`Dot4`] group by group and is
 //! exact, however it is grouped; it is combined in f32 with `k_quants.rs`'s operations in its
 //! order, so results are the bits of the variant's `vec_dot`. This file also owns the formats'
-//! decoding ([`KFormat`]) and the rows abstraction ([`KRows`]) that `matvec_k.rs` drives with
-//! undecoded rows.
+//! decoding ([`KFormat`]) and the super-block step ([`superblock`]) that `matvec_k.rs` drives
+//! with undecoded rows.
 
 use std::arch::aarch64::*;
 use std::ops::Range;
 
-use super::{f16, ld_i8, ld_u8, prefetch, s8, Dot4};
+use super::{f16, ld_i8, ld_u8, s8, Dot4};
 use crate::quant::block::{as_blocks, Block};
 use crate::quant::gemm::PackedActs;
-use crate::quant::q4_k::{unpack_scales_mins, BlockQ4K};
+use crate::quant::q4_k::{scales_mins_words, BlockQ4K};
 use crate::quant::q5_k::BlockQ5K;
 use crate::quant::q6_k::BlockQ6K;
 use crate::quant::q8_k::BlockQ8K;
@@ -30,8 +30,9 @@ const T: usize = 2;
 /// One weight row's super-block state for the tile.
 #[derive(Clone, Copy)]
 pub(super) struct Prep {
-    /// Q4_K/Q5_K: the scales of the eight groups of 32; Q6_K: those of the sixteen groups of 16.
-    sc: [i32; 16],
+    /// Per chunk of 64 quants, its group scales in i32 lanes: Q4_K/Q5_K the two groups of 32
+    /// (lanes 0 and 1), Q6_K the four groups of 16.
+    sc: [int32x4_t; 4],
     /// Q4_K/Q5_K: the eight minimums (zero for Q6_K).
     mins: int16x8_t,
     d: f32,
@@ -57,12 +58,18 @@ pub(super) struct Q6K;
 /// Q4_K/Q5_K scales and minimums.
 #[inline(always)]
 fn prepare45(d: [u8; 2], dmin: [u8; 2], scales: &[u8; 12]) -> Prep {
-    let (sc, m) = unpack_scales_mins(scales);
-    // SAFETY: NEON is part of every aarch64 CPU; `m` is eight readable bytes.
+    let (sc, m) = scales_mins_words(scales);
+    // SAFETY: NEON is part of every aarch64 CPU.
     unsafe {
+        let sc = vmovl_u8(vcreate_u8(sc));
+        let (lo, hi) = (
+            vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(sc))),
+            vreinterpretq_s32_u32(vmovl_high_u16(sc)),
+        );
         Prep {
-            sc: std::array::from_fn(|g| sc.get(g).map_or(0, |&s| s as i32)),
-            mins: vreinterpretq_s16_u16(vmovl_u8(vld1_u8(m.as_ptr()))),
+            // Scales 2j and 2j + 1 to lanes 0 and 1 of chunk j.
+            sc: [lo, vextq_s32::<2>(lo, lo), hi, vextq_s32::<2>(hi, hi)],
+            mins: vreinterpretq_s16_u16(vmovl_u8(vcreate_u8(m))),
             d: f16(d),
             dmin: f16(dmin),
         }
@@ -134,10 +141,17 @@ impl KFormat for Q6K {
     const HAS_MIN: bool = false;
     #[inline(always)]
     fn prepare(x: &BlockQ6K) -> Prep {
-        // SAFETY: NEON is part of every aarch64 CPU.
+        // SAFETY: NEON is part of every aarch64 CPU; `scales` is 16 readable bytes.
         unsafe {
+            let sc = vld1q_s8(x.scales.as_ptr());
+            let (lo, hi) = (vmovl_s8(vget_low_s8(sc)), vmovl_high_s8(sc));
             Prep {
-                sc: x.scales.map(|s| s as i32),
+                sc: [
+                    vmovl_s16(vget_low_s16(lo)),
+                    vmovl_high_s16(lo),
+                    vmovl_s16(vget_low_s16(hi)),
+                    vmovl_high_s16(hi),
+                ],
                 mins: vdupq_n_s16(0),
                 d: f16(x.d),
                 dmin: 0.0,
@@ -180,91 +194,20 @@ impl KFormat for Q6K {
     }
 }
 
-/// Weight rows as a tile reads them, per row `r` and super-block `sb`.
-pub(super) trait KRows {
-    /// Super-blocks per row.
-    fn n_superblocks(&self) -> usize;
-    /// Rows available (a tile reads rows `0..R`).
-    fn n_rows(&self) -> usize;
-    /// Called once per super-block before its rows are read (prefetching).
-    fn begin(&self, _sb: usize) {}
-    /// Scales and minimums of row `r`, super-block `sb`.
-    fn prep(&self, r: usize, sb: usize) -> Prep;
-    /// Quants `64j..64j + 64` of row `r`, super-block `sb`.
-    fn quants(&self, r: usize, sb: usize, j: usize) -> [int8x16_t; 4];
-}
-
-/// Rows straight from the weight super-blocks, decoded as they are read (one token: each is
-/// used once). With `prefetch`, fetches the same number of rows after these at the pace these
-/// are consumed.
-pub(super) struct RawRows<'a, F: KFormat> {
-    /// The rows back to back, `nsb` super-blocks each.
-    w: &'a [F::W],
-    nsb: usize,
-    prefetch: bool,
-}
-
-impl<'a, F: KFormat> RawRows<'a, F> {
-    /// Whole rows of `nsb` super-blocks from `w`.
-    ///
-    /// Panics if `w` is not a whole number of rows.
-    pub(super) fn new(w: &'a [F::W], nsb: usize, prefetch: bool) -> Self {
-        assert!(nsb > 0 && w.len().is_multiple_of(nsb));
-        RawRows { w, nsb, prefetch }
-    }
-}
-
-impl<F: KFormat> KRows for RawRows<'_, F> {
-    fn n_superblocks(&self) -> usize {
-        self.nsb
-    }
-    fn n_rows(&self) -> usize {
-        self.w.len() / self.nsb
-    }
-    #[inline(always)]
-    fn begin(&self, sb: usize) {
-        if self.prefetch {
-            // The next rows are as many bytes on as these; super-block `sb` of all of them
-            // fetches one `n_rows`-th of that run.
-            let step = self.n_rows() * size_of::<F::W>();
-            let ahead = self
-                .w
-                .as_ptr()
-                .cast::<u8>()
-                .wrapping_add(step * (self.nsb + sb));
-            prefetch(ahead, step);
-        }
-    }
-    #[inline(always)]
-    fn prep(&self, r: usize, sb: usize) -> Prep {
-        F::prepare(&self.w[r * self.nsb + sb])
-    }
-    #[inline(always)]
-    fn quants(&self, r: usize, sb: usize, j: usize) -> [int8x16_t; 4] {
-        F::quants(&self.w[r * self.nsb + sb], j)
-    }
-}
-
 /// Up to [`R`] weight rows decoded once for a whole batch, row after row.
 struct Decoded {
     nsb: usize,
     /// Per super-block, its four chunks of 64 quants.
-    quants: Vec<[int8x16_t; 4]>,
+    quants: Vec<[[int8x16_t; 4]; 4]>,
     preps: Vec<Prep>,
     filled: usize,
-}
-
-/// Row `first` onwards of a [`Decoded`] buffer.
-struct DecodedRows<'a> {
-    dec: &'a Decoded,
-    first: usize,
 }
 
 impl Decoded {
     fn new(nsb: usize) -> Self {
         Decoded {
             nsb,
-            quants: Vec::with_capacity(R * nsb * 4),
+            quants: Vec::with_capacity(R * nsb),
             preps: Vec::with_capacity(R * nsb),
             filled: 0,
         }
@@ -277,36 +220,46 @@ impl Decoded {
         self.preps.clear();
         for x in w {
             self.preps.push(F::prepare(x));
-            self.quants.extend((0..4).map(|j| F::quants(x, j)));
+            self.quants.push(std::array::from_fn(|j| F::quants(x, j)));
         }
         self.filled = w.len() / self.nsb;
     }
 
-    fn rows(&self, first: usize) -> DecodedRows<'_> {
-        assert!(first < self.filled);
-        DecodedRows { dec: self, first }
+    /// `vec_dot` of rows `first..first + RR` with the `TT` tokens `y` (Q8_K rows of as many
+    /// super-blocks), handed to `put(r, t, value)`.
+    ///
+    /// # Safety
+    /// The CPU must have `D`'s features.
+    #[inline(always)]
+    unsafe fn tile<F: KFormat, D: Dot4, const RR: usize, const TT: usize>(
+        &self,
+        first: usize,
+        y: [&[BlockQ8K]; TT],
+        put: &mut impl FnMut(usize, usize, f32),
+    ) {
+        let nsb = self.nsb;
+        assert!(first + RR <= self.filled);
+        let y = y.map(|y| &y[..nsb]);
+        let mut sumf = [[0f32; TT]; RR];
+        for sb in 0..nsb {
+            let at: [usize; RR] = std::array::from_fn(|r| (first + r) * nsb + sb);
+            let quants = at.map(|i| &self.quants[i]);
+            let preps = at.map(|i| &self.preps[i]);
+            let ys = y.map(|y| &y[sb]);
+            // SAFETY: the caller guarantees `D`'s features.
+            unsafe { superblock::<F, D, RR, TT>(|r, j| quants[r][j], preps, ys, &mut sumf) };
+        }
+        for (r, row) in sumf.iter().enumerate() {
+            for (t, &v) in row.iter().enumerate() {
+                put(r, t, v);
+            }
+        }
     }
 }
 
-impl KRows for DecodedRows<'_> {
-    fn n_superblocks(&self) -> usize {
-        self.dec.nsb
-    }
-    fn n_rows(&self) -> usize {
-        self.dec.filled - self.first
-    }
-    #[inline(always)]
-    fn prep(&self, r: usize, sb: usize) -> Prep {
-        self.dec.preps[(self.first + r) * self.dec.nsb + sb]
-    }
-    #[inline(always)]
-    fn quants(&self, r: usize, sb: usize, j: usize) -> [int8x16_t; 4] {
-        self.dec.quants[((self.first + r) * self.dec.nsb + sb) * 4 + j]
-    }
-}
-
-/// `acc +` the scaled integer dot of one chunk of 64 quants `q` (chunk `j`) with activation
-/// quants `y`: groups of 32 (two [`Dot4`] steps, one scale) or of 16 (one step, one scale).
+/// `acc +` the scaled integer dot of one chunk of 64 quants `q` with activation quants `y`,
+/// given the chunk's scales `sc`: groups of 32 (two [`Dot4`] steps, one scale) or of 16 (one
+/// step, one scale).
 ///
 /// # Safety
 /// The CPU must have `D`'s features.
@@ -315,8 +268,7 @@ unsafe fn chunk_dot<F: KFormat, D: Dot4>(
     acc: int32x4_t,
     q: &[int8x16_t; 4],
     y: &[int8x16_t; 4],
-    sc: &[i32; 16],
-    j: usize,
+    sc: int32x4_t,
 ) -> int32x4_t {
     // SAFETY: the caller guarantees `D`'s features (NEON is part of every aarch64 CPU).
     unsafe {
@@ -324,83 +276,70 @@ unsafe fn chunk_dot<F: KFormat, D: Dot4>(
         if F::HAS_MIN {
             let p0 = D::dot4(D::dot4(zero, q[0], y[0]), q[1], y[1]);
             let p1 = D::dot4(D::dot4(zero, q[2], y[2]), q[3], y[3]);
-            vmlaq_n_s32(vmlaq_n_s32(acc, p0, sc[2 * j]), p1, sc[2 * j + 1])
+            vmlaq_laneq_s32::<1>(vmlaq_laneq_s32::<0>(acc, p0, sc), p1, sc)
         } else {
-            let mut acc = acc;
-            for k in 0..4 {
-                acc = vmlaq_n_s32(acc, D::dot4(zero, q[k], y[k]), sc[4 * j + k]);
-            }
-            acc
+            let acc = vmlaq_laneq_s32::<0>(acc, D::dot4(zero, q[0], y[0]), sc);
+            let acc = vmlaq_laneq_s32::<1>(acc, D::dot4(zero, q[1], y[1]), sc);
+            let acc = vmlaq_laneq_s32::<2>(acc, D::dot4(zero, q[2], y[2]), sc);
+            vmlaq_laneq_s32::<3>(acc, D::dot4(zero, q[3], y[3]), sc)
         }
     }
 }
 
-/// `vec_dot(w[r], y[t])` for the `RR` rows of `w` and the `TT` tokens `y` (of equal super-block
-/// counts), handed to `put(r, t, value)`.
+/// Adds one super-block of `RR` weight rows × `TT` tokens to `sumf[r][t]`: `quants(r, j)` gives
+/// chunk `j` of row `r`'s quants, `prep[r]` its scales, `y[t]` the token's Q8_K block.
 ///
 /// # Safety
 /// The CPU must have `D`'s features.
 #[inline(always)]
 #[allow(clippy::needless_range_loop)] // tiles index rows and tokens of several arrays at once
-pub(super) unsafe fn tile<F: KFormat, D: Dot4, W: KRows, const RR: usize, const TT: usize>(
-    w: &W,
-    y: [&[BlockQ8K]; TT],
-    put: &mut impl FnMut(usize, usize, f32),
+pub(super) unsafe fn superblock<F: KFormat, D: Dot4, const RR: usize, const TT: usize>(
+    quants: impl Fn(usize, usize) -> [int8x16_t; 4],
+    prep: [&Prep; RR],
+    y: [&BlockQ8K; TT],
+    sumf: &mut [[f32; TT]; RR],
 ) {
     const { assert!(RR > 0 && TT > 0) };
-    let nsb = w.n_superblocks();
-    assert!(w.n_rows() >= RR);
-    let y = y.map(|y| &y[..nsb]);
-    let mut sumf = [[0f32; TT]; RR];
     // SAFETY (whole body): the caller guarantees `D`'s features (NEON is part of every aarch64
     // CPU).
     unsafe {
-        for sb in 0..nsb {
-            w.begin(sb);
-            let prep: [Prep; RR] = std::array::from_fn(|r| w.prep(r, sb));
-            let mut acc = [[vdupq_n_s32(0); TT]; RR];
-            for j in 0..4 {
-                let mut yv = [[vdupq_n_s8(0); 4]; TT];
-                for t in 0..TT {
-                    let q = &y[t][sb].qs[64 * j..64 * j + 64];
-                    yv[t] = [ld_i8(q), ld_i8(&q[16..]), ld_i8(&q[32..]), ld_i8(&q[48..])];
-                }
-                for r in 0..RR {
-                    let q = w.quants(r, sb, j);
-                    for t in 0..TT {
-                        acc[r][t] = chunk_dot::<F, D>(acc[r][t], &q, &yv[t], &prep[r].sc, j);
-                    }
-                }
-            }
-            // `k_quants.rs`'s f32 step, per row and token.
+        let mut acc = [[vdupq_n_s32(0); TT]; RR];
+        for j in 0..4 {
+            let mut yv = [[vdupq_n_s8(0); 4]; TT];
             for t in 0..TT {
-                let ys = &y[t][sb];
-                let yd = ys.d();
-                let b = ys.bsums.as_flattened();
-                // The bsums of each group of 32 (sums of 32 quants fit in i16).
-                let pairs = vpaddq_s16(
-                    vreinterpretq_s16_u8(ld_u8(b)),
-                    vreinterpretq_s16_u8(ld_u8(&b[16..])),
-                );
-                for r in 0..RR {
-                    let isum = vaddvq_s32(acc[r][t]) as f32;
-                    let p = &prep[r];
-                    if F::HAS_MIN {
-                        let m = vmull_s16(vget_low_s16(pairs), vget_low_s16(p.mins));
-                        let summs = vaddvq_s32(vmlal_high_s16(m, pairs, p.mins)) as f32;
-                        let d = p.d * yd;
-                        let dmin = p.dmin * yd;
-                        sumf[r][t] += d * isum - dmin * summs;
-                    } else {
-                        sumf[r][t] += p.d * yd * isum;
-                    }
+                let q = &y[t].qs[64 * j..64 * j + 64];
+                yv[t] = [ld_i8(q), ld_i8(&q[16..]), ld_i8(&q[32..]), ld_i8(&q[48..])];
+            }
+            for r in 0..RR {
+                let q = quants(r, j);
+                let sc = prep[r].sc[j];
+                for t in 0..TT {
+                    acc[r][t] = chunk_dot::<F, D>(acc[r][t], &q, &yv[t], sc);
                 }
             }
         }
-    }
-    for r in 0..RR {
+        // `k_quants.rs`'s f32 step, per row and token.
         for t in 0..TT {
-            put(r, t, sumf[r][t]);
+            let yd = y[t].d();
+            let b = y[t].bsums.as_flattened();
+            // The bsums of each group of 32 (sums of 32 quants fit in i16).
+            let pairs = vpaddq_s16(
+                vreinterpretq_s16_u8(ld_u8(b)),
+                vreinterpretq_s16_u8(ld_u8(&b[16..])),
+            );
+            for r in 0..RR {
+                let isum = vaddvq_s32(acc[r][t]) as f32;
+                let p = prep[r];
+                if F::HAS_MIN {
+                    let m = vmull_s16(vget_low_s16(pairs), vget_low_s16(p.mins));
+                    let summs = vaddvq_s32(vmlal_high_s16(m, pairs, p.mins)) as f32;
+                    let d = p.d * yd;
+                    let dmin = p.dmin * yd;
+                    sumf[r][t] += d * isum - dmin * summs;
+                } else {
+                    sumf[r][t] += p.d * yd * isum;
+                }
+            }
         }
     }
 }
@@ -444,15 +383,14 @@ pub(super) unsafe fn gemm<F: KFormat, D: Dot4>(
             // SAFETY (every call): the caller guarantees `D`'s features.
             unsafe {
                 match (nr == R, nt == T) {
-                    (true, true) => tile::<F, D, _, R, T>(&dec.rows(0), two, &mut put),
-                    (true, false) => tile::<F, D, _, R, 1>(&dec.rows(0), one, &mut put),
+                    (true, true) => dec.tile::<F, D, R, T>(0, two, &mut put),
+                    (true, false) => dec.tile::<F, D, R, 1>(0, one, &mut put),
                     (false, _) => {
                         for r in 0..nr {
-                            let row = dec.rows(r);
                             let put = &mut |_, t, v| put(r, t, v);
                             match nt {
-                                T => tile::<F, D, _, 1, T>(&row, two, put),
-                                _ => tile::<F, D, _, 1, 1>(&row, one, put),
+                                T => dec.tile::<F, D, 1, T>(r, two, put),
+                                _ => dec.tile::<F, D, 1, 1>(r, one, put),
                             }
                         }
                     }
