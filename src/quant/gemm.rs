@@ -1,8 +1,8 @@
 //! Batched products for the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): the activation
 //! rows of a batch, already quantized to the weight type's partner format, are repacked once
 //! per matrix product so that tile kernels can work on two tokens per 512-bit vector (AVX2
-//! kernels read one token's 256-bit half), and then tiles of weight rows × tokens are computed
-//! by the SIMD variant in use.
+//! kernels read one token's 256-bit half, NEON kernels its 32 quants and first scale lane), and
+//! then tiles of weight rows × tokens are computed by the SIMD variant in use.
 //!
 //! Every product keeps [`super::vec_dot`]'s float operations and order (the tile kernels only
 //! run several of them side by side), so results are bit-identical to the single-row path.
@@ -12,7 +12,8 @@
 //! - `qs[p][b]`: the two tokens' 32 quants, 64 bytes;
 //! - `d[p][b]`: the two scales as f32, each repeated 8 times (one per i32 lane of a token);
 //! - `corr[p][b]`: for weight formats stored with an offset (`q - off`), `-off` times the sum of
-//!   each group of four activation quants, so `corr + Σ (q + off)·y` is the signed dot product;
+//!   each group of four activation quants, so `corr + Σ (q + off)·y` is the signed dot product
+//!   (x86 only: the NEON kernels decode weights to signed values, and there `corr` stays empty);
 //! - `s[b][t]`: Q8_1's `d·Σy` as f32 per token (formats with a minimum).
 //!
 //! K-quant weights (Q8_K partners) keep the quantized rows as they are: their tile kernels read
@@ -41,7 +42,10 @@ pub struct PackedActs {
     pub(crate) n_blocks: usize,
     pub(crate) n_tokens: usize,
     /// Length of one block's row in `s`.
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    #[cfg_attr(
+        not(any(target_arch = "x86_64", target_arch = "aarch64")),
+        allow(dead_code)
+    )]
     pub(crate) s_stride: usize,
     pub(crate) qs: Vec<u8>,
     pub(crate) d: Vec<f32>,
@@ -100,7 +104,7 @@ pub fn has_gemm(ty: GgmlType) -> bool {
 
 /// Fewest activation rows for which the tile kernel beats the multi-row dot products: the
 /// AVX-512 K-quant tiles compute whole groups of sixteen tokens, the others (32-element
-/// formats, AVX2 K-quant tiles) at most four tokens at a time.
+/// formats, AVX2 and NEON K-quant tiles) at most four tokens at a time.
 pub fn min_gemm_tokens(ty: GgmlType) -> usize {
     if lane_packed(ty) {
         8
@@ -110,7 +114,7 @@ pub fn min_gemm_tokens(ty: GgmlType) -> usize {
 }
 
 /// Whether the kernels in use read `ty`'s activations in token groups (`tq`): the AVX-512 tiles
-/// for Q4_K and Q6_K. The AVX2 ones read the Q8_K rows as they are.
+/// for Q4_K and Q6_K. The AVX2 and NEON ones read the Q8_K rows as they are.
 fn lane_packed(ty: GgmlType) -> bool {
     matches!(ty, GgmlType::Q4K | GgmlType::Q6K)
         && has_gemm(ty)
@@ -159,7 +163,12 @@ pub fn pack_acts(ty: GgmlType, n: usize, acts: &[u8], n_tokens: usize) -> Packed
         "pack_acts: activation bytes"
     );
     let pairs = n_tokens.div_ceil(2);
-    let off = weight_offset(ty);
+    // Only the x86 kernels read the corrections.
+    let off = if cfg!(target_arch = "x86_64") {
+        weight_offset(ty)
+    } else {
+        0
+    };
     let s_stride = (2 * pairs).next_multiple_of(16) + S_SLACK;
     let mut p = PackedActs {
         ty,

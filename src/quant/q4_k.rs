@@ -44,6 +44,24 @@ pub fn unpack_scales_mins(q: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
     (sc, m)
 }
 
+/// [`unpack_scales_mins`] on 32-bit words (for SIMD kernels): the eight 6-bit scales and the eight
+/// minimums as the bytes of two little-endian words.
+#[inline(always)]
+pub fn scales_mins_words(q: &[u8; 12]) -> (u64, u64) {
+    let word = |i: usize| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]);
+    let (a, b, c) = (word(0), word(1), word(2));
+    const LOW6: u32 = 0x3f3f_3f3f;
+    const LOW4: u32 = 0x0f0f_0f0f;
+    const BITS45: u32 = 0x3030_3030;
+    // Scales/minimums 0..4: the low six bits of `a`/`b`; 4..8: a nibble of `c` below the top
+    // two bits of `a`/`b` moved to bits 4-5.
+    let sc_hi = (c & LOW4) | ((a >> 2) & BITS45);
+    let m_hi = ((c >> 4) & LOW4) | ((b >> 2) & BITS45);
+    let sc = (a & LOW6) as u64 | (sc_hi as u64) << 32;
+    let m = (b & LOW6) as u64 | (m_hi as u64) << 32;
+    (sc, m)
+}
+
 impl BlockQ4K {
     /// The 4-bit quant of element `i` (0..256).
     #[inline]
@@ -89,4 +107,25 @@ pub fn vec_dot(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
         sumf += d * isum as f32 - dmin * summs as f32;
     }
     sumf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{scales_mins_words, unpack_scales_mins};
+
+    #[test]
+    fn scales_mins_words_match_unpack() {
+        let mut x = 0x9e37_79b9u32;
+        for _ in 0..1000 {
+            let q: [u8; 12] = std::array::from_fn(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            });
+            let (sc, m) = unpack_scales_mins(&q);
+            let (ws, wm) = scales_mins_words(&q);
+            assert_eq!((ws, wm), (u64::from_le_bytes(sc), u64::from_le_bytes(m)));
+        }
+    }
 }

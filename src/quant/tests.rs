@@ -532,28 +532,28 @@ fn matvec_equals_vec_dot() {
     assert!(!has || checked > 0);
 }
 
-/// K-quant tiles for every token count from 1 to 17 (whole and partial tiles of four tokens)
-/// and row counts below, at and off the row block of eight: each (row, token) has
-/// `vec_dot`'s bits.
+/// Tiles of every format for every token count from 1 to 19 (whole and partial tiles of two,
+/// three and four tokens, one or several token pairs) and row counts below, at and off the tile
+/// heights (four and eight rows): each (row, token) has `vec_dot`'s bits.
 #[test]
-fn k_quant_gemm_equals_vec_dot_small_batches() {
+fn gemm_equals_vec_dot_small_batches() {
     let mut rng = Rng(17);
     let mut checked = 0;
     for k in dispatch::available() {
-        for ty in [GgmlType::Q4K, GgmlType::Q5K, GgmlType::Q6K] {
+        for ty in weight_types() {
             let Some(f) = k.gemm[slot(ty)] else {
                 continue;
             };
             let single = k.vec_dot[slot(ty)].unwrap();
-            let n = 512;
+            let n = if ty.block_elems() == QK_K { 512 } else { 96 };
             let at = ty.vec_dot_type();
             let arow = at.bytes_for(n as u64).unwrap() as usize;
             let wrow = ty.bytes_for(n as u64).unwrap() as usize;
-            for rows in [3usize, 8, 19] {
+            for rows in [3usize, 4, 8, 19] {
                 let w: Vec<u8> = (0..rows)
                     .flat_map(|_| random_weights(ty, n, &mut rng))
                     .collect();
-                for tokens in 1..=17usize {
+                for tokens in 1..=19usize {
                     let acts: Vec<u8> = (0..tokens)
                         .flat_map(|_| random_activations(at, n, &mut rng).1)
                         .collect();
@@ -580,7 +580,7 @@ fn k_quant_gemm_equals_vec_dot_small_batches() {
     }
     let has = dispatch::available()
         .iter()
-        .any(|k| k.gemm[slot(GgmlType::Q4K)].is_some());
+        .any(|k| k.gemm.iter().any(Option::is_some));
     assert!(!has || checked > 0);
 }
 

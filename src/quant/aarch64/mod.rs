@@ -5,18 +5,30 @@
 //! give the same bits (the integer sums are exact).
 //!
 //! This module owns the flavours, the small NEON helpers the kernels share and the tables;
-//! the kernels live in `legacy.rs` (32-element formats), `k_quants.rs` (Q2_K..Q6_K) and
-//! `quantize.rs` (activation quantizers). Matrix-level work stays in `ops/`.
+//! the kernels live in `legacy.rs` (32-element dot products), `k_quants.rs` (Q2_K..Q6_K dot
+//! products), `tiles32.rs` and `tiles_k.rs` (tile kernels for batches: the 32-element formats,
+//! Q4_K/Q5_K/Q6_K), `matvec32.rs` and `matvec_k.rs` (multi-row matrix-vector kernels for the
+//! same formats) and `quantize.rs` (activation quantizers). Every tile and matrix-vector
+//! result has the bits of its flavour's dot product. Matrix-level work stays in `ops/`.
 
 mod k_quants;
 mod legacy;
+mod matvec32;
+mod matvec_k;
 mod quantize;
+mod tiles32;
+mod tiles_k;
 
 use std::arch::aarch64::*;
 use std::arch::asm;
 
 use super::block::{as_blocks, as_blocks_mut};
 use super::dispatch::{by_rows, slot, Kernels, ROWS};
+use super::q4_0::BlockQ4_0;
+use super::q4_1::BlockQ4_1;
+use super::q5_0::BlockQ5_0;
+use super::q5_1::BlockQ5_1;
+use super::q8_0::BlockQ8_0;
 use super::GgmlType as T;
 
 /// One way of forming four i32 lanes, each the sum of four adjacent i8 products.
@@ -110,6 +122,24 @@ fn f16(b: [u8; 2]) -> f32 {
     out
 }
 
+/// Asks for the `len` bytes from `p` to be brought into L1 (a hint: `p` may point anywhere).
+#[inline(always)]
+fn prefetch(p: *const u8, len: usize) {
+    // From the start of `p`'s 64-byte line, so the last line is not missed.
+    let skew = p as usize % 64;
+    let line0 = p.wrapping_sub(skew);
+    for off in (0..len + skew).step_by(64) {
+        // SAFETY: `prfm` is a hint: it never faults and changes no register or memory.
+        unsafe {
+            asm!(
+                "prfm pldl1keep, [{p}]",
+                p = in(reg) line0.wrapping_add(off),
+                options(nostack, preserves_flags, readonly),
+            );
+        }
+    }
+}
+
 /// Bytes of `v` as signed.
 #[inline]
 #[target_feature(enable = "neon")]
@@ -139,7 +169,19 @@ macro_rules! install {
     }};
 }
 
-/// Installs every dot product of flavour `$d` into `$k`.
+/// Installs the tile kernel `$m::gemm::<$f, $d>` and the matrix-vector kernel
+/// `$mv::matvec::<$f, $d>` for `$ty`. Only for use after the features of flavour `$d` were
+/// detected.
+macro_rules! install_tiles {
+    ($k:ident, $ty:expr, $m:ident, $mv:ident, $f:ty, $d:ty) => {{
+        // SAFETY (both entries): as for `install!`.
+        $k.gemm[slot($ty)] =
+            Some(|w, n, a, p, o, ts, rs| unsafe { $m::gemm::<$f, $d>(w, n, a, p, o, ts, rs) });
+        $k.matvec[slot($ty)] = Some(|w, a, o| unsafe { $mv::matvec::<$f, $d>(w, a, o) });
+    }};
+}
+
+/// Installs every dot product, tile and matrix-vector kernel of flavour `$d` into `$k`.
 macro_rules! install_dots {
     ($k:ident, $d:ty) => {{
         install!($k, T::Q4_0, legacy::dot_q4_0, $d);
@@ -152,6 +194,14 @@ macro_rules! install_dots {
         install!($k, T::Q4K, k_quants::dot_q4_k, $d);
         install!($k, T::Q5K, k_quants::dot_q5_k, $d);
         install!($k, T::Q6K, k_quants::dot_q6_k, $d);
+        install_tiles!($k, T::Q4_0, tiles32, matvec32, BlockQ4_0, $d);
+        install_tiles!($k, T::Q4_1, tiles32, matvec32, BlockQ4_1, $d);
+        install_tiles!($k, T::Q5_0, tiles32, matvec32, BlockQ5_0, $d);
+        install_tiles!($k, T::Q5_1, tiles32, matvec32, BlockQ5_1, $d);
+        install_tiles!($k, T::Q8_0, tiles32, matvec32, BlockQ8_0, $d);
+        install_tiles!($k, T::Q4K, tiles_k, matvec_k, tiles_k::Q4K, $d);
+        install_tiles!($k, T::Q5K, tiles_k, matvec_k, tiles_k::Q5K, $d);
+        install_tiles!($k, T::Q6K, tiles_k, matvec_k, tiles_k::Q6K, $d);
     }};
 }
 
@@ -259,6 +309,29 @@ mod tests {
             assert!(got.iter().all(|&g| g == got[0]), "{ty}: {got:x?}");
             if ty == T::Q4_1 {
                 assert_eq!(got[0], scalar(&w, &a).to_bits(), "{ty}");
+            }
+        }
+    }
+
+    /// Both flavours carry tile and matrix-vector kernels for the formats that
+    /// `quant::tests` compares with `vec_dot`, so those tests cannot pass by finding none.
+    #[test]
+    fn flavours_have_tiles_and_matvec() {
+        let avail = super::super::dispatch::available();
+        assert!(avail.len() >= 2);
+        for k in &avail[1..] {
+            for ty in [
+                T::Q4_0,
+                T::Q4_1,
+                T::Q5_0,
+                T::Q5_1,
+                T::Q8_0,
+                T::Q4K,
+                T::Q5K,
+                T::Q6K,
+            ] {
+                assert!(k.gemm[slot(ty)].is_some(), "{} {ty}: no tiles", k.name);
+                assert!(k.matvec[slot(ty)].is_some(), "{} {ty}: no matvec", k.name);
             }
         }
     }

@@ -16,7 +16,7 @@ use std::ops::Range;
 use super::common::{f16, ld16, ld32, ld32i};
 use crate::quant::block::{as_blocks, Block};
 use crate::quant::gemm::PackedActs;
-use crate::quant::q4_k::BlockQ4K;
+use crate::quant::q4_k::{scales_mins_words, BlockQ4K};
 use crate::quant::q5_k::BlockQ5K;
 use crate::quant::q6_k::BlockQ6K;
 use crate::quant::q8_k::BlockQ8K;
@@ -64,24 +64,6 @@ pub(super) trait KFormat {
 pub(super) struct Q4K;
 pub(super) struct Q5K;
 pub(super) struct Q6K;
-
-/// `quant::q4_k::unpack_scales_mins` on 32-bit words: the eight 6-bit scales and the eight
-/// minimums as the bytes of two little-endian words.
-#[inline(always)]
-fn scales_mins_words(q: &[u8; 12]) -> (u64, u64) {
-    let word = |i: usize| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]);
-    let (a, b, c) = (word(0), word(1), word(2));
-    const LOW6: u32 = 0x3f3f_3f3f;
-    const LOW4: u32 = 0x0f0f_0f0f;
-    const BITS45: u32 = 0x3030_3030;
-    // Scales/minimums 0..4: the low six bits of `a`/`b`; 4..8: a nibble of `c` below the top
-    // two bits of `a`/`b` moved to bits 4-5.
-    let sc_hi = (c & LOW4) | ((a >> 2) & BITS45);
-    let m_hi = ((c >> 4) & LOW4) | ((b >> 2) & BITS45);
-    let sc = (a & LOW6) as u64 | (sc_hi as u64) << 32;
-    let m = (b & LOW6) as u64 | (m_hi as u64) << 32;
-    (sc, m)
-}
 
 /// Q4_K/Q5_K scales and minimums.
 #[inline]
@@ -577,27 +559,6 @@ pub(super) unsafe fn gemm<F: KFormat>(
                 }
             };
             t += nt;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::quant::q4_k::unpack_scales_mins;
-
-    #[test]
-    fn scales_mins_words_match_unpack() {
-        let mut x = 0x9e37_79b9u32;
-        for _ in 0..1000 {
-            let q: [u8; 12] = std::array::from_fn(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                x as u8
-            });
-            let (sc, m) = unpack_scales_mins(&q);
-            let (ws, wm) = super::scales_mins_words(&q);
-            assert_eq!((ws, wm), (u64::from_le_bytes(sc), u64::from_le_bytes(m)));
         }
     }
 }
