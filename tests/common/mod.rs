@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod net;
 pub mod server;
 
 use std::path::PathBuf;
