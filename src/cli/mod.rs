@@ -467,7 +467,9 @@ mod tests {
     fn server_timeout() {
         assert_eq!(parse(args(&["x"])).unwrap().timeout, 10);
         assert_eq!(parse(args(&["x", "-to", "600"])).unwrap().timeout, 600);
-        let msg = parse(args(&["x", "--timeout", "0"])).unwrap_err().to_string();
+        let msg = parse(args(&["x", "--timeout", "0"]))
+            .unwrap_err()
+            .to_string();
         assert!(msg.contains("--timeout") && !msg.contains('\n'), "{msg}");
     }
 
