@@ -3,6 +3,7 @@
 //! reading its stream, which must neither stall another client's completion nor keep its slot;
 //! the deadlines' answers (408, a silent close for a connection that never spoke).
 //! 127.0.0.2 is a second client address: Linux routes all of 127/8 to the loopback device.
+#![cfg(target_os = "linux")]
 
 mod common;
 

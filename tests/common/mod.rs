@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+#[cfg(target_os = "linux")]
 pub mod net;
 pub mod server;
 
