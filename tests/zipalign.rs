@@ -1,6 +1,7 @@
 //! zipalign as a program: output checked by our reader, by parsing local headers directly, by
 //! Python's zipfile and by `unzip -t`; replacement, reproducibility, files over 4 GiB, packed
-//! executables that still run, and one-line errors that leave the archive untouched.
+//! executables that still run, one-line errors that leave the archive untouched, and `kill -9`
+//! at random points of a rewrite leaving the original whole.
 
 mod zip_support;
 
@@ -8,7 +9,7 @@ use std::fs;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use llamafile::bundle::crc32::crc32;
 use llamafile::bundle::Bundle;
@@ -272,6 +273,10 @@ fn errors_are_one_line_and_leave_the_archive_untouched() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr_line(&out).contains("not a regular file"));
 
+    let out = zipalign(&[&dir, &present]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr_line(&out).contains("not a regular file"));
+
     assert_eq!(fs::read(&zip).unwrap(), original);
     assert_eq!(dir_listing(), listing, "a temporary file was left behind");
 
@@ -293,4 +298,83 @@ fn errors_are_one_line_and_leave_the_archive_untouched() {
     let out = zipalign(&[&"-h"]);
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("usage: zipalign"));
+}
+
+/// Names in `dir` other than `known`, sorted.
+fn other_names(dir: &Path, known: &[&str]) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| !known.contains(&n.as_str()))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn kill_9_at_random_points_leaves_the_original_whole() {
+    let dir = scratch("kill");
+    let exe = dir.join("prog");
+    fs::copy("/bin/true", &exe).unwrap();
+    // Real-size data on both sides: a rewrite copies the old entry, then streams the new one.
+    let old_weights = dir.join("old.gguf");
+    fs::write(&old_weights, noise(24 << 20, 9)).unwrap();
+    zipalign_ok(&[&"-j", &exe, &old_weights]);
+    let new_weights = dir.join("new.gguf");
+    fs::write(&new_weights, noise(24 << 20, 10)).unwrap();
+    let original = fs::read(&exe).unwrap();
+
+    // The finished rewrite, for runs that complete before the kill; output is reproducible.
+    let finished_path = dir.join("finished");
+    fs::copy(&exe, &finished_path).unwrap();
+    let start = Instant::now();
+    zipalign_ok(&[&"-j", &finished_path, &new_weights]);
+    let full_run = start.elapsed();
+    let finished = fs::read(&finished_path).unwrap();
+    fs::remove_file(&finished_path).unwrap();
+    assert_ne!(finished, original);
+
+    let known = ["prog", "old.gguf", "new.gguf"];
+    let mut seed = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64
+        | 1;
+    let mut interrupted = 0;
+    for trial in 0..8 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        // Anywhere from start-up to a little past a whole run.
+        let delay = full_run.mul_f64((seed % 1000) as f64 / 900.0);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_zipalign"))
+            .args([&"-j" as &dyn AsRef<std::ffi::OsStr>, &exe, &new_weights].map(|a| a.as_ref()))
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        let _ = child.kill(); // SIGKILL
+        let status = child.wait().unwrap();
+        let now = fs::read(&exe).unwrap();
+        // A kill after the rename (while syncing the directory or exiting) finds the new one.
+        if now == finished {
+            fs::write(&exe, &original).unwrap();
+        } else {
+            assert!(
+                now == original,
+                "trial {trial}: killed after {delay:?}, the archive is neither old nor new"
+            );
+            assert!(!status.success(), "trial {trial}: finished but unchanged");
+            interrupted += 1;
+        }
+        // Whatever a killed run leaves is a hidden temporary file, never the archive's name.
+        for name in other_names(&dir, &known) {
+            assert!(
+                name.starts_with(".prog.zipalign-") && name.ends_with(".tmp"),
+                "trial {trial}: unexpected file {name}"
+            );
+        }
+    }
+    eprintln!("{interrupted} of 8 runs killed before finishing (a full run takes {full_run:?})");
+    assert!(interrupted > 0, "no kill landed inside a run");
+    let _ = fs::remove_dir_all(&dir);
 }

@@ -123,10 +123,6 @@ pub struct CompatArgs {
     pub cache_reuse: Option<usize>,
 
     /// Accepted; no effect here.
-    #[arg(long = "timeout", value_name = "SECONDS")]
-    pub timeout: Option<u64>,
-
-    /// Accepted; no effect here.
     #[arg(long = "numa", value_name = "TYPE")]
     pub numa: Option<String>,
 
@@ -150,7 +146,6 @@ pub const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-lv", "--log-verbosity"),
     ("-co", "--color"),
     ("-cb", "--cont-batching"),
-    ("-to", "--timeout"),
     ("-dev", "--device"),
     ("-no-cnv", "--no-conversation"),
 ];

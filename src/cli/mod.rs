@@ -296,6 +296,16 @@ pub struct Cli {
     #[arg(long = "threads-http", default_value_t = 64)]
     pub threads_http: usize,
 
+    /// Server: seconds a request head, and then its body, may take to arrive, and a write may
+    /// stall on a client that stopped reading (llama-server's read/write timeout).
+    #[arg(
+        long = "timeout",
+        value_name = "SECONDS",
+        default_value_t = crate::server::http::DEFAULT_TIMEOUT_SECS,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub timeout: u64,
+
     /// When the context fills, drop the older half of the tokens after --keep and go on
     /// (keys of the rest are re-rotated for their new positions) instead of stopping.
     #[arg(long = "context-shift", overrides_with = "no_context_shift")]
@@ -346,6 +356,7 @@ const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-jf", "--json-schema-file"),
     ("-md", "--model-draft"),
     ("-pg", "--n-gen-prompt"),
+    ("-to", "--timeout"),
 ];
 
 /// Flags whose value is free text, which is never taken for a flag to rewrite.
@@ -450,6 +461,16 @@ mod tests {
             (c.n_predict, c.n_gpu_layers, c.seed, c.temp),
             (5, Some(99), 3, 0.0)
         );
+    }
+
+    #[test]
+    fn server_timeout() {
+        assert_eq!(parse(args(&["x"])).unwrap().timeout, 10);
+        assert_eq!(parse(args(&["x", "-to", "600"])).unwrap().timeout, 600);
+        let msg = parse(args(&["x", "--timeout", "0"]))
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("--timeout") && !msg.contains('\n'), "{msg}");
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! clients: bounded header bytes and count, bounded bodies (checked before reading), strict
 //! CRLF framing, no CR/LF or control bytes inside header values, no obsolete line folding, and
 //! requests that give both `Content-Length` and `Transfer-Encoding` (the classic smuggling
-//! vector) refused. A deadline bounds how long one request may take to arrive (slow clients).
+//! vector) refused. Deadlines bound how long a connection may wait (slow clients, slowloris):
+//! a new connection's first request head must arrive within the head timeout of the accept, a
+//! kept-alive connection may idle for the idle timeout before its next request starts and then
+//! has the head timeout for it, and a body has the body timeout once its head is in.
 //!
 //! Owns parsing only; writing responses is `response`, routing is `routes`.
 
@@ -17,22 +20,47 @@ pub struct Limits {
     pub max_header_bytes: usize,
     pub max_headers: usize,
     pub max_body_bytes: usize,
-    /// How long a whole request (head and body) may take to arrive once it has started.
-    pub request_timeout: Duration,
-    /// How long a kept-alive connection may sit idle before the next request.
+    /// How long a request head may take to arrive: from the accept for a connection's first
+    /// request, from its first byte for later ones (`-to`).
+    pub head_timeout: Duration,
+    /// How long a body may take to arrive once its head is in (`-to`).
+    pub body_timeout: Duration,
+    /// How long a kept-alive connection may sit idle before its next request starts.
     pub idle_timeout: Duration,
+    /// How long one write may make no progress (a client that stopped reading) (`-to`).
+    pub write_timeout: Duration,
 }
+
+/// `-to/--timeout`'s default, in seconds.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 10;
 
 impl Default for Limits {
     fn default() -> Limits {
+        Limits::with_timeout(Duration::from_secs(DEFAULT_TIMEOUT_SECS))
+    }
+}
+
+impl Limits {
+    /// The default limits with `timeout` for heads, bodies and stalled writes.
+    pub fn with_timeout(timeout: Duration) -> Limits {
         Limits {
             max_header_bytes: 16 * 1024,
             max_headers: 64,
             max_body_bytes: 8 * 1024 * 1024,
-            request_timeout: Duration::from_secs(30),
-            idle_timeout: Duration::from_secs(10),
+            head_timeout: timeout,
+            body_timeout: timeout,
+            idle_timeout: Duration::from_secs(5),
+            write_timeout: timeout,
         }
     }
+}
+
+/// `now + d`, or a year from now when `d` is too large to add.
+fn deadline_after(d: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d)
+        .or_else(|| now.checked_add(Duration::from_secs(365 * 86_400)))
+        .unwrap_or(now)
 }
 
 /// One parsed request.
@@ -106,31 +134,37 @@ impl HttpError {
 pub struct RequestReader {
     reader: BufReader<TcpStream>,
     limits: Limits,
+    /// The first request's head deadline (counted from the accept); `None` once it is read.
+    first_deadline: Option<Instant>,
 }
 
 impl RequestReader {
-    pub fn new(stream: TcpStream, limits: Limits) -> RequestReader {
+    /// `accepted`: when the connection was accepted (its first head is due a head timeout later).
+    pub fn new(stream: TcpStream, limits: Limits, accepted: Instant) -> RequestReader {
+        let first_deadline = accepted
+            .checked_add(limits.head_timeout)
+            .unwrap_or_else(|| deadline_after(limits.head_timeout));
         RequestReader {
             reader: BufReader::with_capacity(8192, stream),
             limits,
+            first_deadline: Some(first_deadline),
         }
     }
 
     /// Reads the next request. `writer` receives `100 Continue` when the client expects it.
+    /// A connection closed, or left silent past its deadline, before a request starts is
+    /// [`HttpError::Closed`]: nothing was asked, so nothing is answered.
     pub fn next_request(&mut self, writer: &mut impl Write) -> Result<Request, HttpError> {
-        let stream = self.reader.get_ref();
-        stream.set_read_timeout(Some(self.limits.idle_timeout))?;
-        // Wait for the first byte with the idle timeout; then the request deadline applies.
-        match self.reader.fill_buf() {
-            Ok([]) => return Err(HttpError::Closed),
-            Ok(_) => {}
-            Err(e) if is_timeout(&e) => return Err(HttpError::Closed),
-            Err(e) => return Err(HttpError::Io(e)),
-        }
-        let deadline = Instant::now() + self.limits.request_timeout;
-        self.reader
-            .get_ref()
-            .set_read_timeout(Some(Duration::from_secs(1)))?;
+        let deadline = match self.first_deadline.take() {
+            Some(deadline) => {
+                self.wait_for_request(deadline)?;
+                deadline
+            }
+            None => {
+                self.wait_for_request(deadline_after(self.limits.idle_timeout))?;
+                deadline_after(self.limits.head_timeout)
+            }
+        };
         let mut budget = self.limits.max_header_bytes;
 
         let line = self.line(&mut budget, deadline, HttpError::HeadTooLarge)?;
@@ -189,6 +223,7 @@ impl RequestReader {
             writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
             writer.flush()?;
         }
+        let deadline = deadline_after(self.limits.body_timeout);
         let body = if chunked {
             self.chunked_body(deadline)?
         } else {
@@ -246,11 +281,31 @@ impl RequestReader {
         Ok(line)
     }
 
+    /// Waits until the first byte of a request is buffered, or fails with
+    /// [`HttpError::Closed`] when the peer closes or `deadline` passes first.
+    fn wait_for_request(&mut self, deadline: Instant) -> Result<(), HttpError> {
+        match self.fill(deadline) {
+            Ok([]) | Err(HttpError::Timeout) => Err(HttpError::Closed),
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The buffered bytes, reading more when there are none; empty when the peer has closed.
+    /// Each read waits no longer than what is left before `deadline`.
     fn fill(&mut self, deadline: Instant) -> Result<&[u8], HttpError> {
         loop {
-            if Instant::now() > deadline {
+            if !self.reader.buffer().is_empty() {
+                return Ok(self.reader.buffer());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
                 return Err(HttpError::Timeout);
             }
+            // A zero timeout means "none" to the OS: wait at least a millisecond.
+            self.reader
+                .get_ref()
+                .set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
             match self.reader.fill_buf() {
                 // Re-borrow to satisfy the borrow checker across loop iterations.
                 Ok(_) => return Ok(self.reader.buffer()),
@@ -410,7 +465,7 @@ mod tests {
         });
         let (s, _) = listener.accept().unwrap();
         let mut w = s.try_clone().unwrap();
-        let r = RequestReader::new(s, limits).next_request(&mut w);
+        let r = RequestReader::new(s, limits, Instant::now()).next_request(&mut w);
         drop(w);
         client.join().unwrap();
         r
@@ -487,6 +542,62 @@ mod tests {
             parse(huge, Limits::default()).unwrap_err().status(),
             Some(413)
         );
+    }
+
+    /// Sends `parts` to a fresh reader with `pause` between them, keeping the connection open
+    /// until the reader is done; returns what it makes of the first request and how long it took.
+    fn parse_slowly(
+        parts: &[&[u8]],
+        pause: Duration,
+        limits: Limits,
+    ) -> (Result<Request, HttpError>, Duration) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let parts: Vec<Vec<u8>> = parts.iter().map(|p| p.to_vec()).collect();
+        let client = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            for part in parts {
+                // The reader may have given up and closed: stop once a part fails to send.
+                if s.write_all(&part).is_err() {
+                    break;
+                }
+                std::thread::sleep(pause);
+            }
+            let mut sink = Vec::new();
+            let _ = s.read_to_end(&mut sink);
+        });
+        let (s, _) = listener.accept().unwrap();
+        let mut w = s.try_clone().unwrap();
+        let start = Instant::now();
+        let r = RequestReader::new(s, limits, start).next_request(&mut w);
+        let took = start.elapsed();
+        w.shutdown(std::net::Shutdown::Both).unwrap();
+        client.join().unwrap();
+        (r, took)
+    }
+
+    #[test]
+    fn deadlines() {
+        let quick = Limits::with_timeout(Duration::from_millis(300));
+        let pause = Duration::from_millis(200);
+        // Silence from a new connection: closed without an answer, at the head deadline.
+        let (r, took) = parse_slowly(&[], pause, quick.clone());
+        assert!(matches!(r, Err(HttpError::Closed)), "{r:?}");
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        // A head that trickles in (slowloris): 408 at the deadline, however it keeps coming.
+        let mut trickle: Vec<&[u8]> = vec![b"GET / HTTP/1.1\r\n"];
+        trickle.extend([b"X: 1\r\n" as &[u8]; 12]);
+        let (r, took) = parse_slowly(&trickle, pause, quick.clone());
+        assert_eq!(r.unwrap_err().status(), Some(408));
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        // A body that stops short.
+        let parts: Vec<&[u8]> = vec![b"POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\nabc"];
+        let (r, _) = parse_slowly(&parts, Duration::from_millis(700), quick.clone());
+        assert_eq!(r.unwrap_err().status(), Some(408));
+        // Within the deadlines, pieces arriving apart make one request.
+        let parts: Vec<&[u8]> = vec![b"POST / HTTP/1.1\r\n", b"Content-Length: 3\r\n\r\n", b"abc"];
+        let (r, _) = parse_slowly(&parts, Duration::from_millis(50), quick);
+        assert_eq!(r.unwrap().body, b"abc");
     }
 
     #[test]

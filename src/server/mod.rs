@@ -2,14 +2,16 @@
 //! 127.0.0.1:8080 by default.
 //!
 //! Threads: one accepts connections and hands them to a fixed pool of connection workers
-//! through a bounded queue (a full queue is answered 503 at once); each worker reads requests
-//! with hard limits (`http`), routes them (`routes`) and, for generation, submits a job to the
-//! one scheduler thread (`scheduler`) that owns the slots' KV caches and batches every slot's
-//! next token into one forward pass.
+//! through a bounded queue; a connection from a client address that already holds its share
+//! (`admission`), or one that finds the queue full, is answered 503 at once. Each worker reads
+//! requests with hard limits and deadlines (`http`), routes them (`routes`) and, for
+//! generation, submits a job to the one scheduler thread (`scheduler`) that owns the slots' KV
+//! caches and batches every slot's next token into one forward pass.
 //!
 //! Owns HTTP, request/response shapes and scheduling; the model, tokenizer, sampler and chat
 //! templates are used through their public APIs.
 
+mod admission;
 mod error;
 mod generation;
 pub mod http;
@@ -21,6 +23,7 @@ mod response;
 mod routes;
 mod scheduler;
 mod slots;
+mod socket;
 mod sse;
 mod webui;
 
@@ -32,6 +35,7 @@ use crate::app::Loaded;
 use crate::chat::ChatTemplate;
 use crate::cli::Cli;
 use crate::sampling::SamplingParams;
+use admission::{Admission, Ticket};
 use anyhow::{bail, Context, Result};
 use http::{Limits, RequestReader};
 use response::Responder;
@@ -39,7 +43,7 @@ use std::io::Write;
 use std::net::{IpAddr, TcpListener, TcpStream};
 use std::sync::mpsc::{sync_channel, TrySendError};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Everything the server is configured with.
 #[derive(Clone, Debug)]
@@ -61,6 +65,8 @@ pub struct ServerConfig {
     pub seed_random: bool,
     pub n_predict: i64,
     pub http_threads: usize,
+    /// Most connections one client address may hold (queued or served) at once.
+    pub per_client_connections: usize,
     pub limits: Limits,
     pub open_browser: bool,
     /// Serve the chat page (`--no-webui` turns it off).
@@ -122,7 +128,8 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
         seed_random: cli.seed < 0,
         n_predict: cli.n_predict,
         http_threads: cli.threads_http.max(1),
-        limits: Limits::default(),
+        per_client_connections: per_client_connections(cli.threads_http.max(1)),
+        limits: Limits::with_timeout(Duration::from_secs(cli.timeout)),
         open_browser: !cli.nobrowser && !cli.compat.no_webui,
         webui: !cli.compat.no_webui,
         context_shift: cli.context_shift,
@@ -132,6 +139,12 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
             cli.spec.clone()
         },
     })
+}
+
+/// The share of the `workers` connection workers one client address may hold: three quarters,
+/// so that a quarter is always left for everyone else.
+pub fn per_client_connections(workers: usize) -> usize {
+    (workers - workers / 4).max(1)
 }
 
 /// `--server` (or no prompt): serves `loaded` as the command line says, until the process ends.
@@ -255,7 +268,8 @@ pub fn serve(
     }
 
     let workers = state.config.http_threads.max(1);
-    let (tx, rx) = sync_channel::<TcpStream>(workers);
+    let admission = Admission::new(state.config.per_client_connections);
+    let (tx, rx) = sync_channel::<Accepted>(workers);
     let rx = Arc::new(Mutex::new(rx));
     for i in 0..workers {
         let rx = rx.clone();
@@ -265,11 +279,12 @@ pub fn serve(
             .spawn(move || loop {
                 let next = rx.lock().map(|r| r.recv());
                 match next {
-                    Ok(Ok(stream)) => {
+                    Ok(Ok(conn)) => {
                         // A bug in one request must not cost the pool a worker.
                         let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            serve_connection(&state, stream)
+                            serve_connection(&state, conn.stream, conn.at)
                         }));
+                        drop(conn.ticket);
                         if served.is_err() {
                             eprintln!("llamafile: a request handler panicked; connection closed");
                         }
@@ -281,31 +296,55 @@ pub fn serve(
     }
     for conn in listener.incoming() {
         let Ok(stream) = conn else { continue };
-        match tx.try_send(stream) {
+        let at = Instant::now();
+        let Ok(peer) = stream.peer_addr() else {
+            continue;
+        };
+        let Some(ticket) = admission.admit(peer.ip()) else {
+            refuse_busy(
+                stream,
+                &format!(
+                    "too many connections from your address (at most {}); retry later",
+                    admission.cap()
+                ),
+            );
+            continue;
+        };
+        match tx.try_send(Accepted { stream, ticket, at }) {
             Ok(()) => {}
-            Err(TrySendError::Full(stream)) => refuse_busy(stream),
+            Err(TrySendError::Full(conn)) => refuse_busy(
+                conn.stream,
+                "the server is busy: too many connections; retry later",
+            ),
             Err(TrySendError::Disconnected(_)) => bail!("the HTTP workers have stopped"),
         }
     }
     Ok(())
 }
 
-/// Answers 503 to a connection no worker can take.
-fn refuse_busy(stream: TcpStream) {
+/// A connection on its way to a worker, with its address's ticket and when it was accepted.
+struct Accepted {
+    stream: TcpStream,
+    ticket: Ticket,
+    at: Instant,
+}
+
+/// Answers 503 with `message` to a connection that is not served.
+fn refuse_busy(stream: TcpStream, message: &str) {
     let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-    let e = ApiError::unavailable("the server is busy: too many connections; retry later");
+    let e = ApiError::unavailable(message);
     let mut rsp = Responder::new(stream, true, false);
     let _ = rsp.send(&e.response().with_header("Retry-After", "1"));
 }
 
-/// Serves the requests of one connection until it closes or errs.
-fn serve_connection(state: &State, stream: TcpStream) {
+/// Serves the requests of one connection, accepted at `accepted`, until it closes or errs.
+fn serve_connection(state: &State, stream: TcpStream, accepted: Instant) {
     let _ = stream.set_nodelay(true);
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
+    let _ = stream.set_write_timeout(Some(state.config.limits.write_timeout));
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
-    let mut reader = RequestReader::new(stream, state.config.limits.clone());
+    let mut reader = RequestReader::new(stream, state.config.limits.clone(), accepted);
     loop {
         match reader.next_request(&mut writer) {
             Ok(req) => {

@@ -6,6 +6,9 @@ use std::net::TcpStream;
 
 use super::sse::SseStream;
 
+/// The send buffer of an event stream's socket, in bytes.
+pub const STREAM_SEND_BUFFER: usize = 32 * 1024;
+
 /// A complete response.
 #[derive(Clone, Debug)]
 pub struct Response {
@@ -106,8 +109,11 @@ impl Responder {
         self.stream.flush()
     }
 
-    /// Starts a `text/event-stream` response.
+    /// Starts a `text/event-stream` response. Its socket buffers at most about
+    /// [`STREAM_SEND_BUFFER`] bytes (twice that, as Linux counts): a client that stops reading
+    /// blocks the writer after that much, and is cut by the write timeout.
     pub fn sse(&mut self) -> io::Result<SseStream> {
+        super::socket::limit_send_buffer(&self.stream, STREAM_SEND_BUFFER);
         let chunked = self.http11;
         if !chunked {
             self.keep_alive = false;

@@ -3,7 +3,9 @@
 //! decoding slot plus prompt chunks of the slots still reading their prompts, runs one forward
 //! pass, and samples for each slot (continuous batching). Handlers talk to it through channels:
 //! a request goes in as a [`Job`], text comes back as [`Event`]s; a request whose handler has
-//! gone (the client disconnected) is cancelled at the next step and its slot freed.
+//! gone (the client disconnected) is cancelled at the next step and its slot freed. The
+//! scheduler never waits on a handler: each job's events go through a bounded channel, and a
+//! job whose handler lets it fill (its client stopped reading a stream) is cancelled.
 
 use super::error::ApiError;
 use super::metrics::Metrics;
@@ -19,6 +21,10 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
+
+/// Events a job may have waiting for its handler before it is cancelled. A streaming handler
+/// falls behind only while its client does not read and the socket buffers are full.
+pub const EVENT_BUFFER: usize = 256;
 
 /// Sizes of the scheduler.
 #[derive(Clone, Copy, Debug)]
@@ -107,7 +113,7 @@ impl Scheduler {
     /// Queues a request. The prompt must be non-empty and shorter than a slot's context.
     pub fn submit(&self, prompt: Vec<u32>, params: GenParams) -> Result<JobHandle, ApiError> {
         debug_assert!(!prompt.is_empty() && prompt.len() < self.options.n_ctx_slot);
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = mpsc::sync_channel(EVENT_BUFFER);
         let cancel = Arc::new(AtomicBool::new(false));
         let job = Job {
             prompt,
@@ -342,10 +348,11 @@ impl Worker {
             };
             if !text.is_empty() || !tokens.is_empty() {
                 let probs = a.take_probs(!tokens.is_empty());
+                // Full: the handler is EVENT_BUFFER events behind; cut it off.
                 alive = a
                     .job
                     .events
-                    .send(Event::Text {
+                    .try_send(Event::Text {
                         text,
                         tokens,
                         probs,
@@ -390,7 +397,7 @@ impl Worker {
             let (text, tokens) = a.flush();
             if !text.is_empty() || !tokens.is_empty() {
                 let probs = a.take_probs(!tokens.is_empty());
-                let _ = a.job.events.send(Event::Text {
+                let _ = a.job.events.try_send(Event::Text {
                     text,
                     tokens,
                     probs,
@@ -412,7 +419,7 @@ impl Worker {
         self.metrics.requests_done.add(1);
         // The slot is free before the client hears it is done: `/slots` must not lag behind.
         self.publish();
-        let _ = a.job.events.send(Event::Done(summary));
+        let _ = a.job.events.try_send(Event::Done(summary));
     }
 
     fn publish(&self) {

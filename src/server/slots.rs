@@ -96,7 +96,9 @@ pub enum Event {
 pub struct Job {
     pub prompt: Vec<u32>,
     pub params: GenParams,
-    pub events: mpsc::Sender<Event>,
+    /// Bounded ([`EVENT_BUFFER`](super::scheduler::EVENT_BUFFER)): a handler that falls that far behind (its client stopped
+    /// reading) has its job cancelled rather than the scheduler waiting or buffering on.
+    pub events: mpsc::SyncSender<Event>,
     pub cancel: Arc<AtomicBool>,
     pub id: u64,
 }

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+#[cfg(target_os = "linux")]
+pub mod net;
 pub mod server;
 
 use std::path::PathBuf;

@@ -46,7 +46,13 @@ pub fn run(opts: &Options) -> Result<()> {
         Err(e) => return Err(e).context(zip_name),
     };
     let permissions = match &source {
-        Some(file) => file.metadata().context(zip_name.clone())?.permissions(),
+        Some(file) => {
+            let metadata = file.metadata().context(zip_name.clone())?;
+            if !metadata.is_file() {
+                bail!("{zip_name}: not a regular file");
+            }
+            metadata.permissions()
+        }
         None => Permissions::from_mode(0o644),
     };
     let mut out = Output::create(&target)

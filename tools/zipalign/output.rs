@@ -1,12 +1,17 @@
 //! The archive being written: a temporary file beside the target that replaces it only once
-//! complete (renamed over it), and is deleted on any error, so the target is never left
-//! half-written. Writes are positional; all-zero blocks are left as holes, as `cp` does.
+//! complete and on disk (written, fsynced, renamed over the target, the directory fsynced), and
+//! is deleted on any error, so the target is never left half-written: a crash or `kill -9` at
+//! any point leaves either the old archive or the new one, and at worst a stale
+//! `.NAME.zipalign-PID[-N].tmp` beside it. Writes are positional; all-zero blocks are left as
+//! holes, as `cp` does.
 
 use std::fs::{self, File, OpenOptions, Permissions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+/// Temporary names tried before giving up.
+const MAX_ATTEMPTS: u32 = 100;
 /// Blocks of this size that are all zero are skipped (read back as zeros from the hole).
 const HOLE_BLOCK: usize = 64 * 1024;
 
@@ -21,17 +26,30 @@ pub struct Output {
 impl Output {
     /// Creates the temporary file that will replace `target`.
     pub fn create(target: &Path) -> io::Result<Output> {
-        let dir = match target.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
+        let dir = parent_dir(target);
         let base = target.file_name().unwrap_or_default().to_string_lossy();
-        let temp = dir.join(format!(".{base}.zipalign-{}.tmp", std::process::id()));
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp)?;
+        let pid = std::process::id();
+        // A stale file of a killed run may hold a name (the same pid, reused): take the next.
+        let mut attempt = 0;
+        let (file, temp) = loop {
+            let suffix = match attempt {
+                0 => String::new(),
+                n => format!("-{n}"),
+            };
+            let temp = dir.join(format!(".{base}.zipalign-{pid}{suffix}.tmp"));
+            match OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&temp)
+            {
+                Ok(file) => break (file, temp),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < MAX_ATTEMPTS => {
+                    attempt += 1
+                }
+                Err(e) => return Err(e),
+            }
+        };
         Ok(Output {
             file,
             pos: 0,
@@ -79,14 +97,15 @@ impl Output {
         self.file.write_all_at(bytes, offset)
     }
 
-    /// Fixes the length (a trailing hole), gives the file `permissions`, and renames it over
-    /// the target.
+    /// Fixes the length (a trailing hole), gives the file `permissions`, flushes it to disk,
+    /// renames it over the target, and flushes the directory so that the rename is durable.
     pub fn commit(mut self, permissions: Permissions) -> io::Result<()> {
         self.file.set_len(self.pos)?;
         self.file.set_permissions(permissions)?;
+        self.file.sync_all()?;
         fs::rename(&self.temp, &self.target)?;
         self.committed = true;
-        Ok(())
+        sync_directory(&self.temp)
     }
 }
 
@@ -95,6 +114,23 @@ impl Drop for Output {
         if !self.committed {
             let _ = fs::remove_file(&self.temp);
         }
+    }
+}
+
+/// The directory holding `path` (`.` for a bare name).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
+}
+
+/// Flushes the directory holding `path` (its entries: a rename into it). File systems that
+/// cannot sync a directory say so with `EINVAL`; there is nothing more to do on those.
+fn sync_directory(path: &Path) -> io::Result<()> {
+    match File::open(parent_dir(path))?.sync_all() {
+        Err(e) if e.kind() == io::ErrorKind::InvalidInput => Ok(()),
+        other => other,
     }
 }
 

@@ -1,0 +1,196 @@
+//! The server under abuse, end to end: hundreds of half-open connections from one address
+//! (slowloris) while a client at another address is served at once; a client that stops
+//! reading its stream, which must neither stall another client's completion nor keep its slot;
+//! the deadlines' answers (408, a silent close for a connection that never spoke).
+//! 127.0.0.2 is a second client address: Linux routes all of 127/8 to the loopback device.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use common::net::{connect_from, request_from};
+use common::server::{start_with, Server};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpStream};
+use std::time::{Duration, Instant};
+
+const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1";
+const OTHER: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
+
+fn start(args: &[&str]) -> Option<Server> {
+    let model = common::model_path(SMOLLM2)?;
+    Some(start_with(&model, args))
+}
+
+/// A request from 127.0.0.2 that must be answered 200 within `limit`; returns the body.
+fn served_within(port: u16, method: &str, path: &str, body: &str, limit: Duration) -> String {
+    let start = Instant::now();
+    let (status, reply) = request_from(OTHER, port, method, path, body, limit)
+        .unwrap_or_else(|e| panic!("{method} {path} from {OTHER}: {e}"));
+    let took = start.elapsed();
+    assert_eq!(status, 200, "{method} {path}: {reply}");
+    assert!(took < limit, "{method} {path} took {took:?}");
+    if path != "/slots" {
+        eprintln!("{method} {path} from {OTHER}: {took:?}");
+    }
+    reply
+}
+
+/// Reads what the server sends until it closes or `limit` passes; `None` on the latter.
+fn read_until_closed(s: &mut TcpStream, limit: Duration) -> Option<String> {
+    s.set_read_timeout(Some(limit)).unwrap();
+    let mut got = Vec::new();
+    match s.read_to_end(&mut got) {
+        Ok(_) => Some(String::from_utf8_lossy(&got).into_owned()),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+            Some(String::from_utf8_lossy(&got).into_owned())
+        }
+        Err(_) => None,
+    }
+}
+
+#[test]
+fn slowloris_from_one_address_does_not_deny_another() {
+    let Some(srv) = start(&["-np", "2", "-c", "1024"]) else {
+        return;
+    };
+    let p = srv.port;
+    // 300 connections that start a request head and never finish it.
+    let mut attack = Vec::new();
+    for _ in 0..300 {
+        let mut s = TcpStream::connect(("127.0.0.1", p)).unwrap();
+        // Over the per-address cap, the server has already answered and closed.
+        let _ = s.write_all(b"POST /completion HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+        attack.push(s);
+    }
+    served_within(p, "GET", "/health", "", Duration::from_secs(2));
+    let body = json!({"prompt": "The capital of France is", "n_predict": 8, "temperature": 0});
+    let reply = served_within(
+        p,
+        "POST",
+        "/completion",
+        &body.to_string(),
+        Duration::from_secs(2),
+    );
+    let v: Value = serde_json::from_str(&reply).unwrap();
+    assert!(v["content"].is_string(), "{v}");
+    // The connections over the cap were refused at once, with a 503 that says why.
+    let refused = read_until_closed(attack.last_mut().unwrap(), Duration::from_secs(2))
+        .expect("an over-cap connection is closed at once");
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused:?}");
+    assert!(refused.contains("too many connections from your address"));
+    drop(attack);
+}
+
+#[test]
+fn deadlines_answer_408_or_close() {
+    let Some(srv) = start(&["-np", "1", "-c", "256", "-to", "1"]) else {
+        return;
+    };
+    let p = srv.port;
+    // A head that never ends: 408 at the one-second head deadline.
+    let mut s = connect_from(OTHER, p, None).unwrap();
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .unwrap();
+    let start = Instant::now();
+    let reply = read_until_closed(&mut s, Duration::from_secs(5)).expect("closed");
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply:?}");
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+    // A body that stops short: 408 too.
+    let mut s = connect_from(OTHER, p, None).unwrap();
+    s.write_all(b"POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 50\r\n\r\n{\"con")
+        .unwrap();
+    let reply = read_until_closed(&mut s, Duration::from_secs(5)).expect("closed");
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply:?}");
+    // A connection that never says anything is closed without an answer.
+    let mut s = connect_from(OTHER, p, None).unwrap();
+    let reply = read_until_closed(&mut s, Duration::from_secs(5)).expect("closed");
+    assert_eq!(reply, "");
+    // A kept-alive connection is closed once idle for the idle timeout (5 s).
+    let mut s = connect_from(OTHER, p, None).unwrap();
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .unwrap();
+    let start = Instant::now();
+    let reply = read_until_closed(&mut s, Duration::from_secs(10)).expect("closed when idle");
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply:?}");
+    let idle = start.elapsed();
+    assert!(
+        idle > Duration::from_secs(4) && idle < Duration::from_secs(8),
+        "{idle:?}"
+    );
+}
+
+/// The `llamacpp:NAME` value in `/metrics`.
+fn metric(port: u16, name: &str) -> f64 {
+    let text = served_within(port, "GET", "/metrics", "", Duration::from_secs(5));
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("llamacpp:{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+}
+
+fn slots(port: u16) -> Vec<Value> {
+    let text = served_within(port, "GET", "/slots", "", Duration::from_secs(5));
+    serde_json::from_str::<Value>(&text)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn a_client_that_stops_reading_its_stream_stalls_no_one_and_is_cut() {
+    let Some(srv) = start(&["-np", "2", "-c", "8192", "-to", "3"]) else {
+        return;
+    };
+    let p = srv.port;
+    // A stream of up to 4000 tokens to a client that reads nothing, through a small buffer.
+    let mut stalled = connect_from(Ipv4Addr::LOCALHOST, p, Some(4096)).unwrap();
+    // Ten log-probabilities per token make each event about a kilobyte.
+    let body = json!({"prompt": "Once upon a time", "n_predict": 4000, "ignore_eos": true,
+                      "stream": true, "n_probs": 10})
+    .to_string();
+    write!(
+        stalled,
+        "POST /completion HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let start = Instant::now();
+    while !slots(p).iter().any(|s| s["n_decoded"].as_u64() > Some(20)) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "generation never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Another client's completion runs beside it.
+    let body = json!({"prompt": "The capital of France is", "n_predict": 16, "temperature": 0});
+    served_within(
+        p,
+        "POST",
+        "/completion",
+        &body.to_string(),
+        Duration::from_secs(10),
+    );
+    // The stalled stream is cut long before its 4000 tokens, and its slot freed.
+    let start = Instant::now();
+    while slots(p).iter().any(|s| s["is_processing"] == true) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the stalled stream still holds its slot: {:?}",
+            slots(p)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!(
+        "stalled stream cut {:?} after the other completion",
+        start.elapsed()
+    );
+    assert_eq!(metric(p, "requests_cancelled_total"), 1.0);
+    drop(stalled);
+}
