@@ -76,6 +76,26 @@ impl PackedActs {
         self.n_tokens
     }
 
+    /// Where token `tok`'s quants start in `qs` (its pair's first slot, its half).
+    #[inline(always)]
+    #[cfg_attr(
+        not(any(target_arch = "x86_64", target_arch = "aarch64")),
+        allow(dead_code)
+    )]
+    pub(crate) fn qs_start(&self, tok: usize) -> usize {
+        tok / 2 * self.n_blocks * PAIR_QS + tok % 2 * 32
+    }
+
+    /// Where token `tok`'s lanes start in `d` and `corr` (its pair's first slot, its half).
+    #[inline(always)]
+    #[cfg_attr(
+        not(any(target_arch = "x86_64", target_arch = "aarch64")),
+        allow(dead_code)
+    )]
+    pub(crate) fn lanes_start(&self, tok: usize) -> usize {
+        tok / 2 * self.n_blocks * PAIR_LANES + tok % 2 * 8
+    }
+
     /// Pair ranges handed to [`gemm`] should start at multiples of this (token groups).
     pub fn pair_align(&self) -> usize {
         if self.tq.is_empty() {

@@ -350,14 +350,8 @@ pub(super) unsafe fn tile<B: Format32, D: Dot4, W: WeightRows, const R: usize, c
     assert!(!B::HAS_MIN || acts.s.len() >= (nb - 1) * acts.s_stride + tok0 + 4);
     let (qp, dp, sp) = (acts.qs.as_ptr(), acts.d.as_ptr(), acts.s.as_ptr());
     // Per token: its first slot's offset in `qs` bytes and in `d` lanes.
-    let qo: [usize; T] = std::array::from_fn(|t| {
-        let tok = tok0 + t;
-        tok / 2 * nb * PAIR_QS + tok % 2 * 32
-    });
-    let lo: [usize; T] = std::array::from_fn(|t| {
-        let tok = tok0 + t;
-        tok / 2 * nb * PAIR_LANES + tok % 2 * 8
-    });
+    let qo: [usize; T] = std::array::from_fn(|t| acts.qs_start(tok0 + t));
+    let lo: [usize; T] = std::array::from_fn(|t| acts.lanes_start(tok0 + t));
     // SAFETY (whole body): the caller guarantees `D`'s features (NEON is part of every aarch64
     // CPU); every pointer read stays within the ranges asserted above.
     unsafe {

@@ -438,14 +438,8 @@ pub(super) unsafe fn tile<B: Avx2Block, W: WeightRows, const NR: usize, const NT
         acts.s.as_ptr(),
     );
     // Per token: its first slot's offset in `qs` bytes and in scale/correction lanes.
-    let qo: [usize; NT] = std::array::from_fn(|t| {
-        let tok = tok0 + t;
-        tok / 2 * nb * PAIR_QS + tok % 2 * 32
-    });
-    let lo: [usize; NT] = std::array::from_fn(|t| {
-        let tok = tok0 + t;
-        tok / 2 * nb * PAIR_LANES + tok % 2 * 8
-    });
+    let qo: [usize; NT] = std::array::from_fn(|t| acts.qs_start(tok0 + t));
+    let lo: [usize; NT] = std::array::from_fn(|t| acts.lanes_start(tok0 + t));
     // SAFETY (whole body): the caller guarantees the CPU features; every pointer read below
     // stays within the ranges asserted above.
     unsafe {
