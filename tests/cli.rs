@@ -23,6 +23,11 @@ fn scratch(name: &str) -> PathBuf {
 
 /// A small, well-formed llama GGUF (no tokenizer: loading fails later, on purpose, if at all).
 fn tiny_llama(arch: &str, skip_tensor: Option<&str>) -> Vec<u8> {
+    tiny_llama_with(arch, skip_tensor, &[])
+}
+
+/// [`tiny_llama`] with `extra` F32 tensors (name, dims) added after the model's own.
+fn tiny_llama_with(arch: &str, skip_tensor: Option<&str>, extra: &[(&str, Vec<u64>)]) -> Vec<u8> {
     let (e, ff, vocab) = (32u64, 64u64, 8u64);
     let mut w = GgufWriter::new();
     w.add_kv("general.architecture", arch);
@@ -37,7 +42,7 @@ fn tiny_llama(arch: &str, skip_tensor: Option<&str>) -> Vec<u8> {
         w.add_kv(format!("{arch}.{k}"), v as u32);
     }
     let f32s = |n: u64| vec![0u8; n as usize * 4];
-    let tensors: Vec<(&str, Vec<u64>)> = vec![
+    let mut tensors: Vec<(&str, Vec<u64>)> = vec![
         ("token_embd.weight", vec![e, vocab]),
         ("blk.0.attn_norm.weight", vec![e]),
         ("blk.0.attn_q.weight", vec![e, e]),
@@ -50,6 +55,7 @@ fn tiny_llama(arch: &str, skip_tensor: Option<&str>) -> Vec<u8> {
         ("blk.0.ffn_down.weight", vec![ff, e]),
         ("output_norm.weight", vec![e]),
     ];
+    tensors.extend(extra.iter().cloned());
     for (name, dims) in tensors {
         if Some(name) == skip_tensor {
             continue;
@@ -177,6 +183,14 @@ fn missing_tensor() {
         &run_model(&write("case-11.gguf", &b)),
         "blk.0.ffn_up.weight",
     );
+}
+
+#[test]
+fn tensor_the_engine_would_ignore() {
+    // Llama 3.1/3.2 files carry RoPE frequency factors; running without them would compute
+    // wrong positions, so the file is refused, naming the tensor.
+    let b = tiny_llama_with("llama", None, &[("rope_freqs.weight", vec![8])]);
+    assert_one_line_error(&run_model(&write("case-12.gguf", &b)), "rope_freqs.weight");
 }
 
 #[test]

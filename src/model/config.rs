@@ -13,6 +13,17 @@ pub enum Arch {
     Gemma3,
 }
 
+impl Arch {
+    /// The GGUF `general.architecture` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+            Arch::Gemma3 => "gemma3",
+        }
+    }
+}
+
 /// Activation of the gated feed-forward block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FfnActivation {

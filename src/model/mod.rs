@@ -32,6 +32,11 @@ pub enum ModelError {
         want: Vec<usize>,
         got: Vec<usize>,
     },
+    #[error(
+        "tensor '{0}' is not used by this engine's {1} (it would change the computation, e.g. \
+         rope_freqs.weight is Llama 3's RoPE scaling); refusing to run the model without it"
+    )]
+    UnusedTensor(String, String),
     #[error("tensor '{name}' has type {ty}, which cannot be a weight")]
     UnsupportedWeightType { name: String, ty: GgmlType },
 }

@@ -1,6 +1,9 @@
 //! Weight lookup by GGUF tensor name. Tensors stay in the mapped file; this module only checks
 //! that each one exists with the expected shape and remembers where it is.
 
+use std::cell::RefCell;
+use std::collections::HashSet;
+
 use super::{Config, ModelError};
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::ops::QMat;
@@ -67,7 +70,10 @@ pub struct Weights {
 impl Weights {
     /// Looks up and shape-checks every tensor `cfg` needs.
     pub fn load(file: &GgufFile, cfg: &Config) -> Result<Weights, ModelError> {
-        let l = Lookup { file };
+        let l = Lookup {
+            file,
+            used: RefCell::new(HashSet::new()),
+        };
         let (e, kv, hd, ff) = (cfg.n_embd, cfg.kv_dim(), cfg.head_dim, cfg.n_ff);
         let q_dim = cfg.n_head * hd;
         let token_embd = l.tensor("token_embd.weight", &[e, cfg.n_vocab])?;
@@ -121,10 +127,20 @@ impl Weights {
                 })
             })
             .collect::<Result<Vec<_>, ModelError>>()?;
+        let output_norm = l.vector("output_norm.weight", e)?;
+        // A tensor the forward pass does not read means the file asks for math this engine
+        // does not do (llama.cpp refuses such files too): say so rather than guess.
+        let used = l.used.borrow();
+        if let Some(extra) = file.tensors().iter().find(|t| !used.contains(&t.name)) {
+            return Err(ModelError::UnusedTensor(
+                extra.name.clone(),
+                cfg.arch.name().to_string(),
+            ));
+        }
         Ok(Weights {
             token_embd,
             layers,
-            output_norm: l.vector("output_norm.weight", e)?,
+            output_norm,
             output,
         })
     }
@@ -132,6 +148,8 @@ impl Weights {
 
 struct Lookup<'a> {
     file: &'a GgufFile,
+    /// Names of the tensors looked up so far.
+    used: RefCell<HashSet<String>>,
 }
 
 impl Lookup<'_> {
@@ -140,6 +158,7 @@ impl Lookup<'_> {
             .file
             .tensor(name)
             .ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
+        self.used.borrow_mut().insert(name.to_string());
         let got: Vec<usize> = info.dims.iter().map(|&d| d as usize).collect();
         if got != dims {
             return Err(ModelError::TensorShape {
