@@ -39,6 +39,10 @@ pub enum ChatError {
     Render(String),
 }
 
+/// The most template instructions one rendering may run: far beyond any real conversation
+/// (a few dozen per message), and a second or so of work for a template that loops on purpose.
+pub const RENDER_FUEL: u64 = 20_000_000;
+
 /// A compiled chat template with the special-token texts it may refer to.
 pub struct ChatTemplate {
     env: Environment<'static>,
@@ -54,6 +58,8 @@ impl ChatTemplate {
         // transformers renders chat templates with these two settings.
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
+        // A GGUF's template is untrusted code: bound what one rendering may do.
+        env.set_fuel(Some(RENDER_FUEL));
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
@@ -223,6 +229,16 @@ mod tests {
         let t = ChatTemplate::new(src, "", "").unwrap();
         let out = t.render(&[Message::new("user", "  hi  ")], false).unwrap();
         assert_eq!(out, "HI|user\n");
+    }
+
+    #[test]
+    fn a_template_that_loops_without_end_is_stopped() {
+        let src =
+            "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}";
+        let t = ChatTemplate::new(src, "", "").unwrap();
+        let e = t.render(&[Message::new("user", "hi")], true).unwrap_err();
+        assert!(matches!(e, ChatError::Render(_)), "{e}");
+        assert!(e.to_string().contains("fuel"), "{e}");
     }
 
     #[test]

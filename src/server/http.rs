@@ -9,9 +9,28 @@
 //!
 //! Owns parsing only; writing responses is `response`, routing is `routes`.
 
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
+
+/// What requests are read from: a byte stream whose reads can be bounded in time. A socket in
+/// the server; a byte slice in the fuzz target (`fuzz/`), where time never runs out.
+pub trait Source: Read {
+    /// Bounds how long the next read may wait (`None`: no bound).
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()>;
+}
+
+impl Source for TcpStream {
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        TcpStream::set_read_timeout(self, timeout)
+    }
+}
+
+impl Source for &[u8] {
+    fn set_read_timeout(&self, _: Option<Duration>) -> io::Result<()> {
+        Ok(())
+    }
+}
 
 /// Limits applied to every request.
 #[derive(Clone, Debug)]
@@ -131,16 +150,16 @@ impl HttpError {
 }
 
 /// The reading half of a connection, kept across the requests of a kept-alive connection.
-pub struct RequestReader {
-    reader: BufReader<TcpStream>,
+pub struct RequestReader<S: Source = TcpStream> {
+    reader: BufReader<S>,
     limits: Limits,
     /// The first request's head deadline (counted from the accept); `None` once it is read.
     first_deadline: Option<Instant>,
 }
 
-impl RequestReader {
+impl<S: Source> RequestReader<S> {
     /// `accepted`: when the connection was accepted (its first head is due a head timeout later).
-    pub fn new(stream: TcpStream, limits: Limits, accepted: Instant) -> RequestReader {
+    pub fn new(stream: S, limits: Limits, accepted: Instant) -> RequestReader<S> {
         let first_deadline = accepted
             .checked_add(limits.head_timeout)
             .unwrap_or_else(|| deadline_after(limits.head_timeout));
@@ -368,7 +387,7 @@ impl RequestReader {
     }
 
     /// The underlying stream.
-    pub fn stream(&self) -> &TcpStream {
+    pub fn stream(&self) -> &S {
         self.reader.get_ref()
     }
 

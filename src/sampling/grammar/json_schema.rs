@@ -33,6 +33,16 @@ pub fn to_gbnf(schema: &Value) -> Result<String, SchemaError> {
         let _ = writeln!(out, "{name} ::= {body}");
     }
     out.push_str(PRIMITIVES);
+    // A schema may reach itself through '$ref' with nothing matched in between
+    // ({"$ref": "#"}); no grammar can express that, and the compiled grammar is what notices.
+    if let Err(e) = super::Grammar::parse(&out) {
+        let problem = if e.to_string().contains("left-recursive") {
+            format!("'$ref' leads back to the same schema without matching anything: {e}")
+        } else {
+            format!("the schema gives a grammar that does not compile: {e}")
+        };
+        return Err(err("/", problem));
+    }
     Ok(out)
 }
 
@@ -796,5 +806,19 @@ mod tests {
         assert!(e.problem.contains("pattern"), "{e}");
         assert!(to_gbnf(&json!({"type": "wat"})).is_err());
         assert!(to_gbnf(&json!({"$ref": "#/nope"})).is_err());
+    }
+
+    /// Found by fuzz/fuzz_targets/json_schema.rs: a reference back to the root with nothing
+    /// matched in between gave a left-recursive grammar instead of an error about the schema.
+    #[test]
+    fn a_reference_loop_that_matches_nothing_is_refused() {
+        for s in [
+            json!({"$ref": "#"}),
+            json!({"$defs": {"n": {"type": "object", "properties": {"next": {"$ref": "#/$defs/n["}}}}, "$ref": "#"}),
+            json!({"anyOf": [{"$ref": "#"}, {"type": "null"}]}),
+        ] {
+            let e = to_gbnf(&s).unwrap_err();
+            assert!(e.problem.contains("'$ref' leads back"), "{s}: {e}");
+        }
     }
 }

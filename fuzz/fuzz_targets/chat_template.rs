@@ -1,0 +1,39 @@
+//! Chat templates with hostile content. The input's first 0xFF-separated part is a template
+//! source (a downloaded GGUF's template is untrusted), the rest are message contents with
+//! alternating roles, rendered by that template and by every built-in format.
+
+#![no_main]
+
+mod common;
+
+use std::sync::LazyLock;
+
+use libfuzzer_sys::fuzz_target;
+use llamafile::chat::{builtin, builtin_names, ChatTemplate, Message};
+
+static BUILTIN: LazyLock<Vec<ChatTemplate>> = LazyLock::new(|| {
+    builtin_names()
+        .split(", ")
+        .map(|name| {
+            let src = builtin(name).expect("every listed built-in format has a source");
+            ChatTemplate::new(src, "<s>", "</s>").expect("built-in templates compile")
+        })
+        .collect()
+});
+
+fuzz_target!(|data: &[u8]| {
+    let parts = common::parts(data);
+    let (source, contents) = parts.split_first().expect("split yields one part at least");
+    let roles = ["system", "user", "assistant", "user"];
+    let messages: Vec<Message> = contents
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Message::new(roles[i % roles.len()], c.clone()))
+        .collect();
+    if let Ok(t) = ChatTemplate::new(source, "<s>", "</s>") {
+        let _ = t.render(&messages, true);
+    }
+    for t in BUILTIN.iter() {
+        let _ = t.render(&messages, true);
+    }
+});

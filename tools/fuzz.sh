@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Runs every fuzz target in fuzz/ (cargo-fuzz, libFuzzer) for SECONDS each, two at a time, from
+# corpora seeded with the project's own test data. Prints, per target, the inputs run and the
+# crashes found; exits non-zero when any target crashed, hung or ran out of memory (the input
+# that did it is kept in fuzz/artifacts/TARGET/ and becomes a regression test).
+#
+# usage: tools/fuzz.sh SECONDS [TARGET...]
+#
+# Needs the nightly toolchain and cargo-fuzz (installed here when missing: rustup and crates.io),
+# python3 with the `gguf` package for the GGUF seeds, and the test models (fetched when missing)
+# for the tokenizer targets.
+set -euo pipefail
+
+die() { echo "fuzz: $*" >&2; exit 2; }
+
+[ $# -ge 1 ] || die "usage: $0 SECONDS [TARGET...]"
+seconds=$1
+shift
+[[ "$seconds" =~ ^[0-9]+$ ]] && [ "$seconds" -gt 0 ] || die "SECONDS must be a positive number, got '$seconds'"
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+all_targets=(gguf zip args tokenize_bpe tokenize_spm gbnf json_schema chat_template http_request)
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
+for t in "${targets[@]}"; do
+  [[ " ${all_targets[*]} " == *" $t "* ]] || die "unknown target '$t' (targets: ${all_targets[*]})"
+done
+
+rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal >&2 \
+  || die "could not install the nightly toolchain"
+command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked >&2 \
+  || die "could not install cargo-fuzz"
+packaging/fetch-models.sh all >&2 || die "could not fetch the test models"
+
+(cd fuzz && cargo +nightly fuzz build -O >&2) || die "the fuzz targets do not build"
+bin_dir=fuzz/target/x86_64-unknown-linux-gnu/release
+
+# Seeds: small valid inputs of each kind, so the fuzzer starts from the interesting shapes.
+seeds=$(mktemp -d)
+trap 'rm -rf "$seeds"' EXIT
+seed() { # TARGET NAME: stdin becomes a seed of TARGET
+  mkdir -p "$seeds/$1"
+  cat >"$seeds/$1/$2"
+}
+python3 - "$seeds" <<'EOF' || die "could not write the GGUF seeds (pip install gguf)"
+import os, sys
+import numpy as np
+from gguf import GGUFWriter
+out = os.path.join(sys.argv[1], "gguf")
+os.makedirs(out, exist_ok=True)
+w = GGUFWriter(os.path.join(out, "tiny.gguf"), "llama")
+w.add_block_count(1)
+w.add_context_length(32)
+w.add_embedding_length(8)
+w.add_head_count(2)
+w.add_tokenizer_model("gpt2")
+w.add_token_list(["a", "b", "ab", "<s>"])
+w.add_token_merges(["a b"])
+w.add_chat_template("{% for m in messages %}{{ m.content }}{% endfor %}")
+w.add_tensor("token_embd.weight", np.arange(32, dtype=np.float32).reshape(4, 8))
+w.add_tensor("output_norm.weight", np.ones(8, dtype=np.float16))
+w.write_header_to_file()
+w.write_kv_data_to_file()
+w.write_tensors_to_file()
+w.close()
+EOF
+seed args example <.args.example
+printf -- '-m\nmodel.gguf\n--temp 0.7\n"quoted arg"\n...\n' | seed args quoted
+zipalign_bin=target/release/zipalign
+[ -x "$zipalign_bin" ] || cargo build --release --bin zipalign >&2 || die "zipalign does not build"
+mkdir -p "$seeds/pack" && cp .args.example "$seeds/pack/.args" && cp "$seeds/gguf/tiny.gguf" "$seeds/pack/"
+printf 'an executable' >"$seeds/exe"
+"$zipalign_bin" -a 64 -j "$seeds/exe" "$seeds/pack/.args" "$seeds/pack/tiny.gguf" >/dev/null 2>&1 \
+  || die "zipalign could not pack the ZIP seed"
+seed zip packed <"$seeds/exe"
+head -c 4096 README.md | seed tokenize_bpe readme
+printf 'Hello <|im_start|>user\nwörld 12345 \xf0\x9f\x98\x80  \t\n' | seed tokenize_bpe mixed
+head -c 4096 README.md | seed tokenize_spm readme
+printf '<bos><start_of_turn>user\nHi ▁there 12 </s>' | seed tokenize_spm special
+for g in tests/data/grammars/*.gbnf; do
+  { cat "$g"; printf '\xff{"a": [1, 2]}'; } | seed gbnf "$(basename "$g")"
+done
+echo '{"type":"object","properties":{"a":{"type":"integer","minimum":3},"b":{"type":"array","items":{"type":"string","maxLength":4}}},"required":["a"]}' | seed json_schema object
+echo '{"anyOf":[{"type":"number"},{"enum":["x",null,true]},{"type":"string","pattern":"^[a-z]{2,5}$"}]}' | seed json_schema anyof
+echo '{"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"}}}},"$ref":"#/$defs/n"}' | seed json_schema ref
+printf '{%% for m in messages %%}<|{{ m.role }}|>{{ m.content | trim }}{%% endfor %%}{%% if add_generation_prompt %%}<|assistant|>{%% endif %%}\xffbe helpful\xffhi {{ 7*7 }}\xffhello' \
+  | seed chat_template simple
+printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}GET /health HTTP/1.1\r\n\r\n' \
+  | seed http_request pipelined
+printf 'POST /completion HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n' \
+  | seed http_request chunked
+
+run_target() { # TARGET: runs it, prints its summary line
+  local t=$1 corpus=fuzz/corpus/$1 artifacts=fuzz/artifacts/$1 log=fuzz/artifacts/$1.log
+  mkdir -p "$corpus" "$artifacts"
+  [ -d "$seeds/$t" ] && cp -n "$seeds/$t"/* "$corpus"/ 2>/dev/null || true
+  local status=0
+  "$bin_dir/$t" "$corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    -max_len=65536 -artifact_prefix="$artifacts/" -print_final_stats=1 >"$log" 2>&1 || status=$?
+  local runs
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
+  local found
+  found=$(find "$artifacts" -type f \( -name 'crash-*' -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
+  printf '%-14s %12s inputs  %s crashes  (exit %s)\n' "$t" "$runs" "$found" "$status"
+  [ "$status" -eq 0 ] && [ "$found" -eq 0 ]
+}
+
+jobs=$(nproc 2>/dev/null || echo 2)
+failed=0
+pids=()
+names=()
+for t in "${targets[@]}"; do
+  run_target "$t" &
+  pids+=($!)
+  names+=("$t")
+  if [ ${#pids[@]} -ge "$jobs" ]; then
+    wait "${pids[0]}" || { failed=1; echo "fuzz: ${names[0]} failed; see fuzz/artifacts/${names[0]}.log" >&2; }
+    pids=("${pids[@]:1}")
+    names=("${names[@]:1}")
+  fi
+done
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" || { failed=1; echo "fuzz: ${names[$i]} failed; see fuzz/artifacts/${names[$i]}.log" >&2; }
+done
+exit "$failed"
