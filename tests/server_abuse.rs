@@ -1,7 +1,9 @@
 //! The server under abuse, end to end: hundreds of half-open connections from one address
 //! (slowloris) while a client at another address is served at once; a client that stops
 //! reading its stream, which must neither stall another client's completion nor keep its slot;
-//! the deadlines' answers (408, a silent close for a connection that never spoke).
+//! the deadlines' answers (408, a silent close for a connection that never spoke); 64 streaming
+//! clients at once, three rounds, with the server's memory flat; clients over the per-address
+//! cap reading a clean 503.
 //! 127.0.0.2 is a second client address: Linux routes all of 127/8 to the loopback device.
 #![cfg(target_os = "linux")]
 
@@ -193,4 +195,101 @@ fn a_client_that_stops_reading_its_stream_stalls_no_one_and_is_cut() {
     );
     assert_eq!(metric(p, "requests_cancelled_total"), 1.0);
     drop(stalled);
+}
+
+/// The server's resident memory, from /proc.
+fn resident_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/PID/status")
+}
+
+#[test]
+fn sixty_four_streaming_clients_complete_with_memory_flat() {
+    // All 64 from one address: 100 HTTP workers make the per-address cap (3/4 of them) 75.
+    let Some(srv) = start(&["-np", "4", "-c", "4096", "--threads-http", "100"]) else {
+        return;
+    };
+    let p = srv.port;
+    let pid = srv.child.id();
+    let mut resident = Vec::new();
+    for round in 0..3 {
+        let clients: Vec<_> = (0..64)
+            .map(|i| {
+                std::thread::spawn(move || {
+                    let body = json!({"prompt": format!("Story {i}: once upon a time"),
+                                      "n_predict": 12, "stream": true, "temperature": 0});
+                    let (status, reply) = request_from(
+                        OTHER,
+                        p,
+                        "POST",
+                        "/completion",
+                        &body.to_string(),
+                        Duration::from_secs(120),
+                    )
+                    .unwrap_or_else(|e| panic!("client {i}: {e}"));
+                    assert_eq!(status, 200, "client {i}: {reply}");
+                    assert!(
+                        reply.contains("\"stop\":true"),
+                        "client {i}'s stream has no final event: {reply}"
+                    );
+                })
+            })
+            .collect();
+        for c in clients {
+            c.join().expect("a client failed");
+        }
+        let kib = resident_kib(pid);
+        eprintln!("round {round}: 64 streams complete, server resident {kib} KiB");
+        resident.push(kib);
+    }
+    let first = resident[0] as f64;
+    for (round, &kib) in resident.iter().enumerate().skip(1) {
+        assert!(
+            kib as f64 <= first * 1.10,
+            "resident memory grew from {first} KiB to {kib} KiB by round {round}"
+        );
+    }
+}
+
+#[test]
+fn clients_over_the_address_cap_read_a_503_not_a_reset() {
+    // 8 HTTP workers: at most 6 connections from one address.
+    let Some(srv) = start(&["-np", "2", "--threads-http", "8"]) else {
+        return;
+    };
+    let p = srv.port;
+    let clients: Vec<_> = (0..16)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let body = json!({"prompt": format!("Story {i}:"), "n_predict": 32,
+                                  "ignore_eos": true, "stream": true});
+                request_from(
+                    OTHER,
+                    p,
+                    "POST",
+                    "/completion",
+                    &body.to_string(),
+                    Duration::from_secs(120),
+                )
+                .unwrap_or_else(|e| panic!("client {i} got no answer: {e}"))
+            })
+        })
+        .collect();
+    let mut refused = 0;
+    for c in clients {
+        let (status, body) = c.join().expect("a client failed");
+        match status {
+            200 => assert!(body.contains("\"stop\":true"), "{body}"),
+            503 => {
+                assert!(body.contains("too many connections"), "{body}");
+                refused += 1;
+            }
+            other => panic!("status {other}: {body}"),
+        }
+    }
+    assert!(refused > 0, "16 clients at once never met the cap of 6");
 }

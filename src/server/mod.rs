@@ -332,9 +332,41 @@ struct Accepted {
 /// Answers 503 with `message` to a connection that is not served.
 fn refuse_busy(stream: TcpStream, message: &str) {
     let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+    let unread = stream.try_clone();
     let e = ApiError::unavailable(message);
     let mut rsp = Responder::new(stream, true, false);
-    let _ = rsp.send(&e.response().with_header("Retry-After", "1"));
+    if rsp
+        .send(&e.response().with_header("Retry-After", "1"))
+        .is_ok()
+    {
+        if let Ok(unread) = unread {
+            linger_in_background(unread);
+        }
+    }
+}
+
+/// Refused connections lingering at once, at most (each on a short-lived thread).
+const MAX_LINGERING: usize = 16;
+static LINGERING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// [`linger`] off the accept loop, so the 503 reaches a client whose request is still unread
+/// instead of a connection reset; beyond [`MAX_LINGERING`] at once the connection is closed
+/// at once (a flood of refused clients must not cost a thread each).
+fn linger_in_background(stream: TcpStream) {
+    use std::sync::atomic::Ordering;
+    if LINGERING.fetch_add(1, Ordering::AcqRel) >= MAX_LINGERING {
+        LINGERING.fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("linger".into())
+        .spawn(move || {
+            linger(&stream);
+            LINGERING.fetch_sub(1, Ordering::AcqRel);
+        });
+    if spawned.is_err() {
+        LINGERING.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Serves the requests of one connection, accepted at `accepted`, until it closes or errs.
