@@ -97,7 +97,7 @@ run_target() { # TARGET: runs it, prints its summary line
   [ -d "$seeds/$t" ] && cp -n "$seeds/$t"/* "$corpus"/ 2>/dev/null || true
   local status=0
   "$bin_dir/$t" "$corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-    -max_len=65536 -artifact_prefix="$artifacts/" -print_final_stats=1 >"$log" 2>&1 || status=$?
+    -max_len=4096 -artifact_prefix="$artifacts/" -print_final_stats=1 >"$log" 2>&1 || status=$?
   local runs
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
   local found
