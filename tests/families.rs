@@ -216,3 +216,23 @@ fn check_family(family: &str) {
 fn mistral_style_llama() {
     check_family("mistral");
 }
+
+#[test]
+fn llama3_rope_freqs() {
+    check_family("llama3");
+}
+
+#[test]
+fn qwen3_qk_norm() {
+    check_family("qwen3");
+}
+
+#[test]
+fn gemma2_softcaps_and_sliding_window() {
+    check_family("gemma2");
+}
+
+#[test]
+fn phi3_fused_tensors_and_longrope() {
+    check_family("phi3");
+}

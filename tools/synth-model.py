@@ -47,7 +47,7 @@ FAMILIES = {
     # post-norms, GELU, embeddings scaled by sqrt(n_embd), output tied to the embeddings.
     "gemma2": dict(arch="gemma2", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
                    n_layer=4, rope_base=10000.0, key_length=True, post_norms=True,
-                   sliding_window=24, attn_softcap=50.0, final_softcap=30.0),
+                   sliding_window=24, attn_softcap=4.0, final_softcap=30.0),
     # Phi-3 (128k-style): fused QKV and gate/up, LongRoPE short and long factors with their
     # attention factor; original context 256, so a context above that selects the long factors.
     "phi3": dict(arch="phi3", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
