@@ -93,8 +93,9 @@ fn synth_model(family: &str, ty: &str, sha: &str) -> Option<PathBuf> {
     assert_eq!(
         got,
         sha,
-        "{} differs from the model the references were made from; delete it to regenerate, \
-         or rerun tools/make-family-refs.sh if tools/synth-model.py changed",
+        "{} differs from the model the references were made from (gguf 0.19.0 wrote it); \
+         delete it to regenerate, or rerun tools/make-family-refs.sh if tools/synth-model.py \
+         changed",
         path.display()
     );
     Some(path)

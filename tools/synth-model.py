@@ -13,7 +13,9 @@ the SHA-256 recorded with the reference logits).
     tools/synth-model.py --list
 
 TYPE is f16 or q8_0 (2-D weights; norms and RoPE factors stay f32). Q8_0 is quantized here, with
-ggml's rounding, rather than by the gguf package, for the same reason as the generator.
+ggml's rounding, rather than by the gguf package, for the same reason as the generator. The
+file layout is the gguf package's writer's: tests/data/families was made with gguf 0.19.0, which
+.ci/run pins.
 """
 
 import argparse
