@@ -186,4 +186,36 @@ mod tests {
         rope.apply(&mut x, 4, 3);
         assert_eq!(&x[2..], &[5.0, 6.0]);
     }
+
+    #[test]
+    fn freq_factors_divide_angles_and_attn_factor_scales() {
+        let plain = Rope {
+            style: RopeStyle::Neox,
+            n_dims: 4,
+            freq_base: 10000.0,
+            freq_scale: 1.0,
+            freq_factors: None,
+            attn_factor: 1.0,
+        };
+        let scaled = Rope {
+            freq_factors: Some(vec![2.0, 4.0].into()),
+            attn_factor: 1.5,
+            ..plain.clone()
+        };
+        let theta1 = 10000f32.powf(-0.5);
+        let cs = scaled.cos_sin(8);
+        // pair 0: angle 8 / 2; pair 1: angle 8 * theta1 / 4; both scaled by 1.5
+        assert!((cs[0].0 - 4f32.cos() * 1.5).abs() < 1e-6);
+        assert!((cs[0].1 - 4f32.sin() * 1.5).abs() < 1e-6);
+        assert!((cs[1].1 - (2.0 * theta1).sin() * 1.5).abs() < 1e-6);
+        // unrotating is a pure rotation whatever the attention factor
+        let x: Vec<f32> = vec![0.3, -1.2, 0.7, 2.0];
+        let (mut a, mut b) = (x.clone(), x.clone());
+        scaled.apply(&mut a, 4, 9);
+        scaled.apply(&mut b, 4, 5);
+        scaled.unrotate(&mut a, 4, 4);
+        for (p, q) in a.iter().zip(&b) {
+            assert!((p - q).abs() < 1e-5, "{p} vs {q}");
+        }
+    }
 }
