@@ -451,6 +451,75 @@ mod tests {
         assert_eq!(periodic(0, 2), vec![true, true]);
     }
 
+    /// The config of a metadata-only file of architecture `arch` with 4 layers and `extra` keys.
+    fn config_of(arch: &str, extra: Vec<(&str, Value)>) -> Result<Config, ModelError> {
+        let mut w = crate::gguf::GgufWriter::new();
+        w.add_kv("general.architecture", arch);
+        for (k, v) in [
+            ("embedding_length", 64u32),
+            ("block_count", 4),
+            ("attention.head_count", 4),
+            ("feed_forward_length", 128),
+            ("vocab_size", 10),
+        ] {
+            w.add_kv(format!("{arch}.{k}"), v);
+        }
+        for (k, v) in extra {
+            w.add_kv(format!("{arch}.{k}"), v);
+        }
+        Config::from_gguf(&GgufFile::from_bytes(w.to_bytes().unwrap()).unwrap())
+    }
+
+    #[test]
+    fn gemma2_defaults_and_pattern_from_metadata() {
+        let c = config_of("gemma2", vec![]).unwrap();
+        let swa = c.swa.as_ref().unwrap();
+        assert_eq!((swa.size, swa.layers.clone()), (4096, periodic(2, 4)));
+        assert_eq!((c.attn_softcap, c.final_softcap), (Some(50.0), Some(30.0)));
+        let flags = vec![false, true, true, false];
+        let c = config_of(
+            "gemma2",
+            vec![
+                ("attention.sliding_window_pattern", flags.clone().into()),
+                ("attention.sliding_window", 128u32.into()),
+                ("attn_logit_softcapping", 0f32.into()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.swa.as_ref().unwrap().layers, flags);
+        assert_eq!(c.layer_window(1), Some(128));
+        assert_eq!(c.layer_window(3), None);
+        assert_eq!(c.attn_softcap, None, "a cap of 0 means none");
+        let c = config_of(
+            "gemma3",
+            vec![
+                ("attention.sliding_window", 512u32.into()),
+                ("attention.sliding_window_pattern", 3u32.into()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.swa.unwrap().layers, vec![true, true, false, true]);
+        assert!(config_of("gemma3", vec![]).unwrap().swa.is_none());
+    }
+
+    #[test]
+    fn rope_scaling_types() {
+        let linear = config_of(
+            "llama",
+            vec![
+                ("rope.scaling.type", "linear".into()),
+                ("rope.scaling.factor", 4f32.into()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(linear.rope.freq_scale, 0.25);
+        assert_eq!(linear.rope.factors, RopeFactors::Freqs);
+        let longrope = config_of("llama", vec![("rope.scaling.type", "longrope".into())]).unwrap();
+        assert_eq!(longrope.rope.factors, RopeFactors::LongShort);
+        let err = config_of("phi3", vec![("rope.scaling.type", "yarn".into())]).unwrap_err();
+        assert!(err.to_string().contains("'yarn'"), "{err}");
+    }
+
     #[test]
     fn every_architecture_round_trips_its_name() {
         for a in Arch::ALL {
