@@ -28,9 +28,22 @@ fn tiny_llama(arch: &str, skip_tensor: Option<&str>) -> Vec<u8> {
 
 /// [`tiny_llama`] with `extra` F32 tensors (name, dims) added after the model's own.
 fn tiny_llama_with(arch: &str, skip_tensor: Option<&str>, extra: &[(&str, Vec<u64>)]) -> Vec<u8> {
+    tiny_llama_kv(arch, skip_tensor, extra, &[])
+}
+
+/// [`tiny_llama_with`] with extra string metadata `ARCH.KEY = VALUE`.
+fn tiny_llama_kv(
+    arch: &str,
+    skip_tensor: Option<&str>,
+    extra: &[(&str, Vec<u64>)],
+    kv: &[(&str, &str)],
+) -> Vec<u8> {
     let (e, ff, vocab) = (32u64, 64u64, 8u64);
     let mut w = GgufWriter::new();
     w.add_kv("general.architecture", arch);
+    for (k, v) in kv {
+        w.add_kv(format!("{arch}.{k}"), *v);
+    }
     for (k, v) in [
         ("embedding_length", e),
         ("block_count", 1),
@@ -187,10 +200,33 @@ fn missing_tensor() {
 
 #[test]
 fn tensor_the_engine_would_ignore() {
-    // Llama 3.1/3.2 files carry RoPE frequency factors; running without them would compute
-    // wrong positions, so the file is refused, naming the tensor.
-    let b = tiny_llama_with("llama", None, &[("rope_freqs.weight", vec![8])]);
-    assert_one_line_error(&run_model(&write("case-12.gguf", &b)), "rope_freqs.weight");
+    // A tensor the forward pass does not read asks for math this engine does not do (here a
+    // Mixtral-style expert router, and RoPE factors in an architecture that has none): running
+    // without it would be a guess, so the file is refused, naming the tensor.
+    let b = tiny_llama_with("llama", None, &[("blk.0.ffn_gate_inp.weight", vec![32, 8])]);
+    assert_one_line_error(
+        &run_model(&write("case-12.gguf", &b)),
+        "blk.0.ffn_gate_inp.weight",
+    );
+    let b = tiny_llama_with("qwen2", None, &[("rope_freqs.weight", vec![8])]);
+    assert_one_line_error(&run_model(&write("case-13.gguf", &b)), "rope_freqs.weight");
+}
+
+#[test]
+fn rope_factors_of_the_wrong_length() {
+    // Llama 3's rope_freqs must hold one factor per rotated pair (head size 16: 8).
+    let b = tiny_llama_with("llama", None, &[("rope_freqs.weight", vec![5])]);
+    assert_one_line_error(&run_model(&write("case-14.gguf", &b)), "rope_freqs.weight");
+}
+
+#[test]
+fn rope_scaling_not_implemented() {
+    let b = tiny_llama_kv("llama", None, &[], &[("rope.scaling.type", "yarn")]);
+    let out = run_model(&write("case-15.gguf", &b));
+    assert_one_line_error(&out, "yarn");
+    assert_one_line_error(&out, "llama.rope.scaling.type");
+    let b = tiny_llama_kv("qwen3", None, &[], &[("rope.scaling.type", "dynamic-ntk")]);
+    assert_one_line_error(&run_model(&write("case-16.gguf", &b)), "dynamic-ntk");
 }
 
 #[test]

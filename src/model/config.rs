@@ -1,8 +1,14 @@
-//! Hyper-parameters of a model, read from GGUF metadata into one flat struct whose flags name
-//! every way the supported architectures differ (biases, QK-norm, sliding window, ...).
+//! Hyper-parameters of a model, read from GGUF metadata. Each supported architecture is a
+//! [`Family`]: a description of how its forward pass differs (RoPE layout and factor tensors,
+//! norm placement, QK-norm, embedding scale, soft-capping, sliding-window pattern, fused
+//! tensors, where the attention scale is applied). [`Config`] is that description filled in
+//! with one file's numbers; the forward pass reads only `Config`, never the architecture name.
+//!
+//! Metadata that would change the math in a way not built here (an unknown architecture, a RoPE
+//! scaling type such as YaRN) is refused with an error naming it, never run with a guess.
 
 use super::ModelError;
-use crate::gguf::GgufFile;
+use crate::gguf::{Array, GgufFile, Value};
 use crate::ops::rope::RopeStyle;
 
 /// The architecture families this engine runs.
@@ -10,16 +16,95 @@ use crate::ops::rope::RopeStyle;
 pub enum Arch {
     Llama,
     Qwen2,
+    Qwen3,
+    Gemma2,
     Gemma3,
+    Phi3,
 }
 
 impl Arch {
+    /// Every supported architecture.
+    pub const ALL: [Arch; 6] = [
+        Arch::Llama,
+        Arch::Qwen2,
+        Arch::Qwen3,
+        Arch::Gemma2,
+        Arch::Gemma3,
+        Arch::Phi3,
+    ];
+
     /// The GGUF `general.architecture` name.
     pub fn name(self) -> &'static str {
         match self {
             Arch::Llama => "llama",
             Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
+            Arch::Gemma2 => "gemma2",
             Arch::Gemma3 => "gemma3",
+            Arch::Phi3 => "phi3",
+        }
+    }
+
+    /// The architecture called `name` in GGUF metadata.
+    pub fn from_name(name: &str) -> Option<Arch> {
+        Arch::ALL.into_iter().find(|a| a.name() == name)
+    }
+
+    /// How this family computes, as llama.cpp builds its graph.
+    pub fn family(self) -> Family {
+        let base = Family {
+            rope_style: RopeStyle::Neox,
+            rope_factors: RopeFactors::None,
+            qk_norm: false,
+            norms: NormPlacement::Pre,
+            embed_scale: false,
+            scale_query: false,
+            ffn_act: FfnActivation::Silu,
+            fused: Fused::default(),
+            swa: SwaRule::None,
+            default_softcaps: (None, None),
+        };
+        match self {
+            Arch::Llama => Family {
+                rope_style: RopeStyle::Normal,
+                rope_factors: RopeFactors::Freqs,
+                ..base
+            },
+            Arch::Qwen2 => base,
+            Arch::Qwen3 => Family {
+                qk_norm: true,
+                ..base
+            },
+            Arch::Gemma2 => Family {
+                norms: NormPlacement::PreAndPost,
+                embed_scale: true,
+                scale_query: true,
+                ffn_act: FfnActivation::Gelu,
+                swa: SwaRule::Always {
+                    default_size: 4096,
+                    default_period: 2,
+                },
+                default_softcaps: (Some(50.0), Some(30.0)),
+                ..base
+            },
+            Arch::Gemma3 => Family {
+                qk_norm: true,
+                norms: NormPlacement::PreAndPost,
+                embed_scale: true,
+                scale_query: true,
+                ffn_act: FfnActivation::Gelu,
+                swa: SwaRule::WhenSized { default_period: 6 },
+                ..base
+            },
+            Arch::Phi3 => Family {
+                rope_factors: RopeFactors::LongShort,
+                scale_query: true,
+                fused: Fused {
+                    qkv: true,
+                    gate_up: true,
+                },
+                ..base
+            },
         }
     }
 }
@@ -29,6 +114,92 @@ impl Arch {
 pub enum FfnActivation {
     Silu,
     Gelu,
+}
+
+/// Where the RMS norms of a block sit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NormPlacement {
+    /// Before attention and before the FFN.
+    Pre,
+    /// Also on the output of attention and of the FFN, before each residual add (Gemma).
+    PreAndPost,
+}
+
+/// Which RoPE frequency-factor tensors a family reads (each optional in the file).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeFactors {
+    None,
+    /// `rope_freqs.weight` for every layer (Llama 3.1/3.2's llama3 scaling).
+    Freqs,
+    /// `rope_factors_short.weight` up to the original context, `rope_factors_long.weight`
+    /// above it (Phi-3 LongRoPE).
+    LongShort,
+}
+
+/// Tensors stored fused, used in place as row ranges.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Fused {
+    /// `attn_qkv.weight`: the rows of Q, then K, then V.
+    pub qkv: bool,
+    /// `ffn_up.weight` of `2 * n_ff` rows: the gate's, then the up projection's.
+    pub gate_up: bool,
+}
+
+/// How a family decides which layers use a sliding window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwaRule {
+    None,
+    /// Always, with these defaults for the window size and the pattern period.
+    Always {
+        default_size: usize,
+        default_period: usize,
+    },
+    /// When the file gives a non-zero window size.
+    WhenSized {
+        default_period: usize,
+    },
+}
+
+/// The description of one architecture family.
+#[derive(Clone, Copy, Debug)]
+pub struct Family {
+    pub rope_style: RopeStyle,
+    pub rope_factors: RopeFactors,
+    pub qk_norm: bool,
+    pub norms: NormPlacement,
+    /// Token embeddings multiplied by sqrt(n_embd).
+    pub embed_scale: bool,
+    /// The attention scale multiplies the queries before attention rather than the scores.
+    pub scale_query: bool,
+    pub ffn_act: FfnActivation,
+    pub fused: Fused,
+    pub swa: SwaRule,
+    /// Attention and final-logit soft-capping when the file does not say.
+    pub default_softcaps: (Option<f32>, Option<f32>),
+}
+
+/// Rotary embedding settings of a model (per-layer choices in [`Config::layer_rope_base`]).
+#[derive(Clone, Debug)]
+pub struct RopeConfig {
+    pub style: RopeStyle,
+    pub dims: usize,
+    pub base: f32,
+    /// Base of sliding-window layers.
+    pub base_swa: f32,
+    /// 1 / linear scaling factor.
+    pub freq_scale: f32,
+    /// Multiplies cos and sin (`rope.scaling.attn_factor`; LongRoPE).
+    pub attn_factor: f32,
+    pub factors: RopeFactors,
+    /// The context the long/short factors switch at (`rope.scaling.original_context_length`).
+    pub n_ctx_orig: usize,
+}
+
+/// Sliding-window attention: the window size and which layers use it.
+#[derive(Clone, Debug)]
+pub struct SlidingWindow {
+    pub size: usize,
+    pub layers: Vec<bool>,
 }
 
 /// Everything the forward pass needs to know about a model's shape.
@@ -44,23 +215,21 @@ pub struct Config {
     pub n_ff: usize,
     pub n_ctx_train: usize,
     pub rms_eps: f32,
-    pub rope_style: RopeStyle,
-    pub rope_dims: usize,
-    pub rope_base: f32,
-    pub rope_freq_scale: f32,
-    /// RoPE base of sliding-window layers (Gemma 3 uses 10 000 there).
-    pub rope_base_local: f32,
-    /// Sliding-window size for local layers, if any.
-    pub sliding_window: Option<usize>,
-    /// Every `swa_period`-th layer (the last of each group) is global; the others slide.
-    pub swa_period: usize,
+    pub rope: RopeConfig,
+    pub swa: Option<SlidingWindow>,
     pub qk_norm: bool,
-    pub post_norms: bool,
+    pub norms: NormPlacement,
     /// Multiplies token embeddings (Gemma: sqrt(n_embd)).
     pub embed_scale: Option<f32>,
-    /// Multiplies q·k.
+    /// Multiplies q·k (or the queries, with `scale_query`).
     pub attn_scale: f32,
+    pub scale_query: bool,
+    /// Attention-score soft-capping `c · tanh(s / c)` (Gemma 2).
+    pub attn_softcap: Option<f32>,
+    /// Final-logit soft-capping (Gemma 2).
+    pub final_softcap: Option<f32>,
     pub ffn_act: FfnActivation,
+    pub fused: Fused,
 }
 
 impl Config {
@@ -69,25 +238,16 @@ impl Config {
         let arch_name = file
             .architecture()
             .ok_or(ModelError::MissingKey("general.architecture".into()))?;
-        let arch = match arch_name {
-            "llama" => Arch::Llama,
-            "qwen2" => Arch::Qwen2,
-            "gemma3" => Arch::Gemma3,
-            other => return Err(ModelError::UnknownArchitecture(other.to_string())),
-        };
+        let arch = Arch::from_name(arch_name)
+            .ok_or_else(|| ModelError::UnknownArchitecture(arch_name.to_string()))?;
+        let fam = arch.family();
         let key = |k: &str| format!("{arch_name}.{k}");
-        let req_u32 = |k: &str| -> Result<usize, ModelError> {
-            file.get_u32(&key(k))
-                .map(|v| v as usize)
-                .ok_or_else(|| ModelError::MissingKey(key(k)))
-        };
+        let opt_u32 = |k: &str| file.get_u32(&key(k)).map(|v| v as usize);
+        let req_u32 = |k: &str| opt_u32(k).ok_or_else(|| ModelError::MissingKey(key(k)));
         let n_embd = req_u32("embedding_length")?;
         let n_layer = req_u32("block_count")?;
         let n_head = req_u32("attention.head_count")?;
-        let n_head_kv = file
-            .get_u32(&key("attention.head_count_kv"))
-            .map(|v| v as usize)
-            .unwrap_or(n_head);
+        let n_head_kv = opt_u32("attention.head_count_kv").unwrap_or(n_head);
         let n_ff = req_u32("feed_forward_length")?;
         if n_head == 0 || n_head_kv == 0 || !n_head.is_multiple_of(n_head_kv) {
             return Err(ModelError::BadValue(
@@ -95,40 +255,26 @@ impl Config {
                 format!("{n_head_kv} does not divide {n_head} heads"),
             ));
         }
-        let head_dim = file
-            .get_u32(&key("attention.key_length"))
-            .map(|v| v as usize)
-            .unwrap_or(n_embd / n_head);
+        let head_dim = opt_u32("attention.key_length").unwrap_or(n_embd / n_head);
         let rms_eps = file
             .get_f32(&key("attention.layer_norm_rms_epsilon"))
             .unwrap_or(1e-5);
-        let rope_base = file.get_f32(&key("rope.freq_base")).unwrap_or(10000.0);
-        let rope_dims = file
-            .get_u32(&key("rope.dimension_count"))
-            .map(|v| v as usize)
-            .unwrap_or(head_dim);
-        let rope_freq_scale = match file.get_str(&key("rope.scaling.type")) {
-            Some("linear") => 1.0 / file.get_f32(&key("rope.scaling.factor")).unwrap_or(1.0),
-            Some("none") | None => 1.0,
-            Some(other) => {
-                return Err(ModelError::BadValue(
-                    key("rope.scaling.type"),
-                    format!("unsupported scaling '{other}'"),
-                ))
-            }
-        };
-        let n_vocab = match file.get_u32(&key("vocab_size")) {
-            Some(v) => v as usize,
+        let n_vocab = match opt_u32("vocab_size") {
+            Some(v) => v,
             None => file
                 .get_str_array("tokenizer.ggml.tokens")
                 .map(|t| t.len())
                 .ok_or(ModelError::MissingKey("tokenizer.ggml.tokens".into()))?,
         };
-        let n_ctx_train = file
-            .get_u32(&key("context_length"))
-            .map(|v| v as usize)
-            .unwrap_or(4096);
-        let gemma = arch == Arch::Gemma3;
+        let n_ctx_train = opt_u32("context_length").unwrap_or(4096);
+
+        let rope = rope_config(file, arch_name, &fam, head_dim, n_ctx_train)?;
+        let swa = sliding_window(file, arch_name, &fam, n_layer)?;
+        let get_f32 = |k: &str| file.get_f32(&key(k));
+        let (attn_cap, final_cap) = fam.default_softcaps;
+        // Gemma's 27B models scale by n_embd / n_head rather than the head size.
+        let big_gemma = matches!((arch, n_layer), (Arch::Gemma2, 46) | (Arch::Gemma3, 62));
+        let scale_dim = if big_gemma { n_embd / n_head } else { head_dim };
         Ok(Config {
             arch,
             n_vocab,
@@ -140,31 +286,23 @@ impl Config {
             n_ff,
             n_ctx_train,
             rms_eps,
-            rope_style: if arch == Arch::Llama {
-                RopeStyle::Normal
-            } else {
-                RopeStyle::Neox
-            },
-            rope_dims,
-            rope_base,
-            rope_freq_scale,
-            rope_base_local: if gemma { 10000.0 } else { rope_base },
-            sliding_window: if gemma {
-                file.get_u32(&key("attention.sliding_window"))
-                    .map(|v| v as usize)
-            } else {
-                None
-            },
-            swa_period: 6,
-            qk_norm: gemma,
-            post_norms: gemma,
-            embed_scale: gemma.then(|| (n_embd as f32).sqrt()),
-            attn_scale: 1.0 / (head_dim as f32).sqrt(),
-            ffn_act: if gemma {
-                FfnActivation::Gelu
-            } else {
-                FfnActivation::Silu
-            },
+            rope,
+            swa,
+            qk_norm: fam.qk_norm,
+            norms: fam.norms,
+            embed_scale: fam.embed_scale.then(|| (n_embd as f32).sqrt()),
+            attn_scale: 1.0 / (scale_dim as f32).sqrt(),
+            scale_query: fam.scale_query,
+            attn_softcap: attn_cap
+                .map(|d| get_f32("attn_logit_softcapping").unwrap_or(d))
+                .filter(|&c| c != 0.0),
+            final_softcap: match final_cap {
+                Some(d) => Some(get_f32("final_logit_softcapping").unwrap_or(d)),
+                None => get_f32("final_logit_softcapping"),
+            }
+            .filter(|&c| c != 0.0),
+            ffn_act: fam.ffn_act,
+            fused: fam.fused,
         })
     }
 
@@ -173,23 +311,220 @@ impl Config {
         self.n_head_kv * self.head_dim
     }
 
-    /// The sliding window of layer `il`, or `None` for a global layer.
-    /// The rotary embedding of layer `il` (sliding-window layers have their own base).
-    pub fn layer_rope(&self, il: usize) -> crate::ops::rope::Rope {
-        crate::ops::rope::Rope {
-            style: self.rope_style,
-            n_dims: self.rope_dims,
-            freq_base: if self.layer_window(il).is_some() {
-                self.rope_base_local
-            } else {
-                self.rope_base
-            },
-            freq_scale: self.rope_freq_scale,
-        }
+    /// Width of one token's queries across all heads.
+    pub fn q_dim(&self) -> usize {
+        self.n_head * self.head_dim
     }
 
+    /// The sliding window of layer `il`, or `None` for a global layer.
     pub fn layer_window(&self, il: usize) -> Option<usize> {
-        let w = self.sliding_window?;
-        (!(il + 1).is_multiple_of(self.swa_period)).then_some(w)
+        let swa = self.swa.as_ref()?;
+        swa.layers[il].then_some(swa.size)
+    }
+
+    /// The RoPE base of layer `il` (sliding-window layers may have their own).
+    pub fn layer_rope_base(&self, il: usize) -> f32 {
+        if self.layer_window(il).is_some() {
+            self.rope.base_swa
+        } else {
+            self.rope.base
+        }
+    }
+}
+
+fn rope_config(
+    file: &GgufFile,
+    arch_name: &str,
+    fam: &Family,
+    head_dim: usize,
+    n_ctx_train: usize,
+) -> Result<RopeConfig, ModelError> {
+    let key = |k: &str| format!("{arch_name}.{k}");
+    let base = file.get_f32(&key("rope.freq_base")).unwrap_or(10000.0);
+    // llama.cpp: the scaling factor applies unless the type is "none"; YaRN is not built here.
+    let scaling_type = file.get_str(&key("rope.scaling.type")).unwrap_or("linear");
+    let factor = file
+        .get_f32(&key("rope.scaling.factor"))
+        .or_else(|| file.get_f32(&key("rope.scale_linear")))
+        .filter(|&f| f != 0.0);
+    let mut factors = fam.rope_factors;
+    let freq_scale = match scaling_type {
+        "none" => 1.0,
+        "linear" => factor.map_or(1.0, |f| 1.0 / f),
+        "longrope" => {
+            if factors == RopeFactors::Freqs {
+                factors = RopeFactors::LongShort;
+            }
+            factor.map_or(1.0, |f| 1.0 / f)
+        }
+        other => {
+            return Err(ModelError::UnsupportedRopeScaling(
+                other.to_string(),
+                key("rope.scaling.type"),
+            ))
+        }
+    };
+    let base_swa = match fam.swa {
+        // Gemma 3's local layers default to 10 000, Gemma 2's to the global base.
+        SwaRule::WhenSized { .. } => 10000.0,
+        _ => base,
+    };
+    Ok(RopeConfig {
+        style: fam.rope_style,
+        dims: file
+            .get_u32(&key("rope.dimension_count"))
+            .map(|v| v as usize)
+            .unwrap_or(head_dim),
+        base,
+        base_swa: file.get_f32(&key("rope.freq_base_swa")).unwrap_or(base_swa),
+        freq_scale,
+        attn_factor: file
+            .get_f32(&key("rope.scaling.attn_factor"))
+            .unwrap_or(1.0),
+        factors,
+        n_ctx_orig: file
+            .get_u32(&key("rope.scaling.original_context_length"))
+            .map(|v| v as usize)
+            .unwrap_or(n_ctx_train),
+    })
+}
+
+fn sliding_window(
+    file: &GgufFile,
+    arch_name: &str,
+    fam: &Family,
+    n_layer: usize,
+) -> Result<Option<SlidingWindow>, ModelError> {
+    let size_key = format!("{arch_name}.attention.sliding_window");
+    let size = file.get_u32(&size_key).map(|v| v as usize);
+    let (size, default_period) = match fam.swa {
+        SwaRule::None => return Ok(None),
+        SwaRule::Always {
+            default_size,
+            default_period,
+        } => (size.unwrap_or(default_size), default_period),
+        SwaRule::WhenSized { default_period } => match size {
+            Some(s) if s > 0 => (s, default_period),
+            _ => return Ok(None),
+        },
+    };
+    // The pattern: a period (every period-th layer is global, the others slide), or one flag
+    // per layer.
+    let pattern_key = format!("{arch_name}.attention.sliding_window_pattern");
+    let layers = match file.get(&pattern_key) {
+        Some(Value::Array(Array::Bool(flags))) if flags.len() >= n_layer => {
+            flags[..n_layer].to_vec()
+        }
+        Some(v) => {
+            let period = v.as_u32().ok_or_else(|| {
+                ModelError::BadValue(
+                    pattern_key.clone(),
+                    "expected a period or one flag per layer".into(),
+                )
+            })? as usize;
+            periodic(period, n_layer)
+        }
+        None => periodic(default_period, n_layer),
+    };
+    Ok(Some(SlidingWindow { size, layers }))
+}
+
+/// Layers of a pattern with period `period`: all but the last of each group slide (a period
+/// of 0 makes every layer slide), as llama.cpp lays it out.
+fn periodic(period: usize, n_layer: usize) -> Vec<bool> {
+    (0..n_layer)
+        .map(|il| period == 0 || il % period < period - 1)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn swa_pattern_leaves_the_last_layer_of_each_period_global() {
+        assert_eq!(periodic(2, 4), vec![true, false, true, false]);
+        assert_eq!(
+            periodic(6, 7),
+            vec![true, true, true, true, true, false, true]
+        );
+        assert_eq!(periodic(0, 2), vec![true, true]);
+    }
+
+    /// The config of a metadata-only file of architecture `arch` with 4 layers and `extra` keys.
+    fn config_of(arch: &str, extra: Vec<(&str, Value)>) -> Result<Config, ModelError> {
+        let mut w = crate::gguf::GgufWriter::new();
+        w.add_kv("general.architecture", arch);
+        for (k, v) in [
+            ("embedding_length", 64u32),
+            ("block_count", 4),
+            ("attention.head_count", 4),
+            ("feed_forward_length", 128),
+            ("vocab_size", 10),
+        ] {
+            w.add_kv(format!("{arch}.{k}"), v);
+        }
+        for (k, v) in extra {
+            w.add_kv(format!("{arch}.{k}"), v);
+        }
+        Config::from_gguf(&GgufFile::from_bytes(w.to_bytes().unwrap()).unwrap())
+    }
+
+    #[test]
+    fn gemma2_defaults_and_pattern_from_metadata() {
+        let c = config_of("gemma2", vec![]).unwrap();
+        let swa = c.swa.as_ref().unwrap();
+        assert_eq!((swa.size, swa.layers.clone()), (4096, periodic(2, 4)));
+        assert_eq!((c.attn_softcap, c.final_softcap), (Some(50.0), Some(30.0)));
+        let flags = vec![false, true, true, false];
+        let c = config_of(
+            "gemma2",
+            vec![
+                ("attention.sliding_window_pattern", flags.clone().into()),
+                ("attention.sliding_window", 128u32.into()),
+                ("attn_logit_softcapping", 0f32.into()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.swa.as_ref().unwrap().layers, flags);
+        assert_eq!(c.layer_window(1), Some(128));
+        assert_eq!(c.layer_window(3), None);
+        assert_eq!(c.attn_softcap, None, "a cap of 0 means none");
+        let c = config_of(
+            "gemma3",
+            vec![
+                ("attention.sliding_window", 512u32.into()),
+                ("attention.sliding_window_pattern", 3u32.into()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.swa.unwrap().layers, vec![true, true, false, true]);
+        assert!(config_of("gemma3", vec![]).unwrap().swa.is_none());
+    }
+
+    #[test]
+    fn rope_scaling_types() {
+        let linear = config_of(
+            "llama",
+            vec![
+                ("rope.scaling.type", "linear".into()),
+                ("rope.scaling.factor", 4f32.into()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(linear.rope.freq_scale, 0.25);
+        assert_eq!(linear.rope.factors, RopeFactors::Freqs);
+        let longrope = config_of("llama", vec![("rope.scaling.type", "longrope".into())]).unwrap();
+        assert_eq!(longrope.rope.factors, RopeFactors::LongShort);
+        let err = config_of("phi3", vec![("rope.scaling.type", "yarn".into())]).unwrap_err();
+        assert!(err.to_string().contains("'yarn'"), "{err}");
+    }
+
+    #[test]
+    fn every_architecture_round_trips_its_name() {
+        for a in Arch::ALL {
+            assert_eq!(Arch::from_name(a.name()), Some(a));
+        }
+        assert_eq!(Arch::from_name("mamba"), None);
     }
 }

@@ -1,5 +1,7 @@
 //! The forward pass: a batch of tokens (possibly from several sequences) through every block to
-//! logits. One function reads top to bottom; architecture differences are flags of `Config`.
+//! logits. One function reads top to bottom; architecture differences are fields of `Config`
+//! (norm placement, QK-norm, soft-capping, sliding windows, where the attention scale applies),
+//! and fused tensors arrive as row views, so nothing here names an architecture.
 
 use super::{Config, FfnActivation, Layer, Model};
 use crate::kv_cache::KvCache;
@@ -101,6 +103,11 @@ impl Model {
             out_rows.len(),
             &mut logits,
         );
+        if let Some(cap) = cfg.final_softcap {
+            // ggml's order: scale by 1/cap, tanh, scale by cap.
+            let inv = 1.0 / cap;
+            logits.iter_mut().for_each(|v| *v = cap * (*v * inv).tanh());
+        }
         logits
     }
 
@@ -116,7 +123,7 @@ impl Model {
         let cfg = &self.config;
         let file = &*self.file;
         let (n, e, hd) = (batch.len(), cfg.n_embd, cfg.head_dim);
-        let (q_dim, kv_dim) = (cfg.n_head * hd, cfg.kv_dim());
+        let (q_dim, kv_dim) = (cfg.q_dim(), cfg.kv_dim());
         rms_norm_rows_into(x, &layer.attn_norm, e, cfg.rms_eps, &mut s.h);
         project(&layer.wq.mat(file), &s.h, n, layer.bq.as_deref(), &mut s.q);
         project(&layer.wk.mat(file), &s.h, n, layer.bk.as_deref(), &mut s.k);
@@ -126,10 +133,15 @@ impl Model {
             rms_norm_rows(&mut s.k, kn, hd, cfg.rms_eps);
         }
         let window = cfg.layer_window(il);
-        let rope = cfg.layer_rope(il);
         for t in 0..n {
+            // Per token: LongRoPE's factors depend on the sequence's context size.
+            let rope = self.layer_rope(il, caches[batch.seq[t]].n_ctx());
             let cs = rope.cos_sin(batch.pos[t]);
-            rope.apply_with(&mut s.q[t * q_dim..(t + 1) * q_dim], hd, &cs);
+            let q = &mut s.q[t * q_dim..(t + 1) * q_dim];
+            rope.apply_with(q, hd, &cs);
+            if cfg.scale_query {
+                q.iter_mut().for_each(|v| *v *= cfg.attn_scale);
+            }
             rope.apply_with(&mut s.k[t * kv_dim..(t + 1) * kv_dim], hd, &cs);
             let cache = &mut caches[batch.seq[t]];
             cache.store(
@@ -145,7 +157,8 @@ impl Model {
             n_head: cfg.n_head,
             n_head_kv: cfg.n_head_kv,
             head_dim: hd,
-            scale: cfg.attn_scale,
+            scale: if cfg.scale_query { 1.0 } else { cfg.attn_scale },
+            softcap: cfg.attn_softcap.unwrap_or(0.0),
         };
         let caches: &[KvCache] = caches;
         // The path is chosen per run of consecutive tokens of one sequence, never from the
@@ -252,7 +265,7 @@ struct Scratch {
 
 impl Scratch {
     fn new(cfg: &Config, n: usize) -> Scratch {
-        let q_dim = cfg.n_head * cfg.head_dim;
+        let q_dim = cfg.q_dim();
         Scratch {
             h: vec![0.0; n * cfg.n_embd],
             q: vec![0.0; n * q_dim],

@@ -5,7 +5,10 @@ mod config;
 mod forward;
 mod weights;
 
-pub use config::{Arch, Config, FfnActivation};
+pub use config::{
+    Arch, Config, Family, FfnActivation, Fused, NormPlacement, RopeConfig, RopeFactors,
+    SlidingWindow, SwaRule,
+};
 pub use forward::Batch;
 pub use weights::{Layer, Tensor, Weights};
 
@@ -18,8 +21,10 @@ use std::sync::Arc;
 pub enum ModelError {
     #[error(transparent)]
     Gguf(#[from] GgufError),
-    #[error("unknown architecture '{0}' (supported: llama, qwen2, gemma3)")]
+    #[error("unknown architecture '{0}' (supported: llama, qwen2, qwen3, gemma2, gemma3, phi3)")]
     UnknownArchitecture(String),
+    #[error("RoPE scaling '{0}' ({1}) is not implemented (supported: none, linear, longrope)")]
+    UnsupportedRopeScaling(String, String),
     #[error("missing metadata key '{0}'")]
     MissingKey(String),
     #[error("bad value for metadata key '{0}': {1}")]
@@ -33,8 +38,8 @@ pub enum ModelError {
         got: Vec<usize>,
     },
     #[error(
-        "tensor '{0}' is not used by this engine's {1} (it would change the computation, e.g. \
-         rope_freqs.weight is Llama 3's RoPE scaling); refusing to run the model without it"
+        "tensor '{0}' is not read by this engine's {1} forward pass (it is part of a model \
+         this engine does not build, such as MoE experts); refusing to run the model without it"
     )]
     UnusedTensor(String, String),
     #[error("tensor '{name}' has type {ty}, which cannot be a weight")]
@@ -69,10 +74,34 @@ impl Model {
     /// down, re-rotating their keys for their new positions.
     pub fn shift_cache(&self, cache: &mut crate::kv_cache::KvCache, keep: usize, discard: usize) {
         let cfg = &self.config;
-        let ropes: Vec<_> = (0..cfg.n_layer).map(|il| cfg.layer_rope(il)).collect();
+        let ropes: Vec<_> = (0..cfg.n_layer)
+            .map(|il| self.layer_rope(il, cache.n_ctx()))
+            .collect();
         cache.shift(keep, discard, |layer, key| {
             ropes[layer].unrotate(key, cfg.head_dim, discard)
         });
+    }
+
+    /// The rotary embedding of layer `il` for a sequence whose cache holds `n_ctx_seq`
+    /// positions: sliding-window layers may have their own base, and LongRoPE picks its long
+    /// factors when that context exceeds the original one (as llama.cpp decides per context).
+    pub fn layer_rope(&self, il: usize, n_ctx_seq: usize) -> crate::ops::rope::Rope {
+        let rope = &self.config.rope;
+        let w = &self.weights;
+        let freq_factors = match rope.factors {
+            RopeFactors::None => None,
+            RopeFactors::Freqs => w.rope_freqs.clone(),
+            RopeFactors::LongShort if n_ctx_seq > rope.n_ctx_orig => w.rope_long.clone(),
+            RopeFactors::LongShort => w.rope_short.clone(),
+        };
+        crate::ops::rope::Rope {
+            style: rope.style,
+            n_dims: rope.dims,
+            freq_base: self.config.layer_rope_base(il),
+            freq_scale: rope.freq_scale,
+            freq_factors,
+            attn_factor: rope.attn_factor,
+        }
     }
 
     /// A cache for the first `n_layers` blocks only (see [`Model::forward_layers`]).

@@ -1,10 +1,13 @@
 //! Weight lookup by GGUF tensor name. Tensors stay in the mapped file; this module only checks
-//! that each one exists with the expected shape and remembers where it is.
+//! that each one exists with the expected shape and remembers where it is. Fused tensors (Phi-3's
+//! QKV and gate/up) are split into row ranges of the one tensor, never copied.
 
 use std::cell::RefCell;
 use std::collections::HashSet;
+use std::ops::Range;
+use std::sync::Arc;
 
-use super::{Config, ModelError};
+use super::{Config, ModelError, NormPlacement, RopeFactors};
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::ops::QMat;
 use crate::quant::GgmlType;
@@ -38,12 +41,41 @@ impl Tensor {
     }
 }
 
+/// A weight matrix that is a range of rows of a tensor: all of it, or one part of a fused one.
+#[derive(Clone, Debug)]
+pub struct RowView {
+    pub tensor: Tensor,
+    pub rows: Range<usize>,
+}
+
+impl RowView {
+    /// The whole of `tensor`.
+    pub fn whole(tensor: Tensor) -> RowView {
+        let rows = tensor.info.dims.get(1).copied().unwrap_or(1) as usize;
+        RowView {
+            tensor,
+            rows: 0..rows,
+        }
+    }
+
+    /// The rows as a matrix borrowing from `file` (a sub-slice of the tensor's bytes).
+    pub fn mat<'a>(&self, file: &'a GgufFile) -> QMat<'a> {
+        let m = self.tensor.mat(file);
+        let rb = m.row_bytes();
+        QMat {
+            rows: self.rows.len(),
+            data: &m.data[self.rows.start * rb..self.rows.end * rb],
+            ..m
+        }
+    }
+}
+
 /// The weights of one transformer block. Norm weights and biases are small and kept as f32.
 pub struct Layer {
     pub attn_norm: Vec<f32>,
-    pub wq: Tensor,
-    pub wk: Tensor,
-    pub wv: Tensor,
+    pub wq: RowView,
+    pub wk: RowView,
+    pub wv: RowView,
     pub wo: Tensor,
     pub bq: Option<Vec<f32>>,
     pub bk: Option<Vec<f32>>,
@@ -52,8 +84,8 @@ pub struct Layer {
     pub k_norm: Option<Vec<f32>>,
     pub post_attn_norm: Option<Vec<f32>>,
     pub ffn_norm: Vec<f32>,
-    pub w_gate: Tensor,
-    pub w_up: Tensor,
+    pub w_gate: RowView,
+    pub w_up: RowView,
     pub w_down: Tensor,
     pub post_ffn_norm: Option<Vec<f32>>,
 }
@@ -65,6 +97,10 @@ pub struct Weights {
     pub output_norm: Vec<f32>,
     /// The output projection; the token embedding when the model ties them.
     pub output: Tensor,
+    /// RoPE frequency factors (see [`RopeFactors`]), when the file has them.
+    pub rope_freqs: Option<Arc<[f32]>>,
+    pub rope_long: Option<Arc<[f32]>>,
+    pub rope_short: Option<Arc<[f32]>>,
 }
 
 impl Weights {
@@ -75,7 +111,7 @@ impl Weights {
             used: RefCell::new(HashSet::new()),
         };
         let (e, kv, hd, ff) = (cfg.n_embd, cfg.kv_dim(), cfg.head_dim, cfg.n_ff);
-        let q_dim = cfg.n_head * hd;
+        let q_dim = cfg.q_dim();
         let token_embd = l.tensor("token_embd.weight", &[e, cfg.n_vocab])?;
         let output = match l.file.tensor("output.weight") {
             Some(_) => l.tensor("output.weight", &[e, cfg.n_vocab])?,
@@ -91,43 +127,82 @@ impl Weights {
                     }
                 };
                 let need_vec = |s: &str, len: usize| l.vector(&n(s), len);
+                let post = cfg.norms == NormPlacement::PreAndPost;
+                let opt_norm = |on: bool, s: &str, len: usize| -> Result<_, ModelError> {
+                    if on {
+                        Ok(Some(need_vec(s, len)?))
+                    } else {
+                        Ok(None)
+                    }
+                };
+                let (wq, wk, wv) = if cfg.fused.qkv {
+                    let t = l.tensor(&n("attn_qkv.weight"), &[e, q_dim + 2 * kv])?;
+                    let part = |r: Range<usize>| RowView {
+                        tensor: t.clone(),
+                        rows: r,
+                    };
+                    (
+                        part(0..q_dim),
+                        part(q_dim..q_dim + kv),
+                        part(q_dim + kv..q_dim + 2 * kv),
+                    )
+                } else {
+                    (
+                        RowView::whole(l.tensor(&n("attn_q.weight"), &[e, q_dim])?),
+                        RowView::whole(l.tensor(&n("attn_k.weight"), &[e, kv])?),
+                        RowView::whole(l.tensor(&n("attn_v.weight"), &[e, kv])?),
+                    )
+                };
+                let (w_gate, w_up) = if cfg.fused.gate_up {
+                    let t = l.tensor(&n("ffn_up.weight"), &[e, 2 * ff])?;
+                    let part = |r: Range<usize>| RowView {
+                        tensor: t.clone(),
+                        rows: r,
+                    };
+                    (part(0..ff), part(ff..2 * ff))
+                } else {
+                    (
+                        RowView::whole(l.tensor(&n("ffn_gate.weight"), &[e, ff])?),
+                        RowView::whole(l.tensor(&n("ffn_up.weight"), &[e, ff])?),
+                    )
+                };
                 Ok(Layer {
                     attn_norm: need_vec("attn_norm.weight", e)?,
-                    wq: l.tensor(&n("attn_q.weight"), &[e, q_dim])?,
-                    wk: l.tensor(&n("attn_k.weight"), &[e, kv])?,
-                    wv: l.tensor(&n("attn_v.weight"), &[e, kv])?,
+                    wq,
+                    wk,
+                    wv,
                     wo: l.tensor(&n("attn_output.weight"), &[q_dim, e])?,
                     bq: opt_vec("attn_q.bias", q_dim)?,
                     bk: opt_vec("attn_k.bias", kv)?,
                     bv: opt_vec("attn_v.bias", kv)?,
-                    q_norm: if cfg.qk_norm {
-                        Some(need_vec("attn_q_norm.weight", hd)?)
-                    } else {
-                        None
-                    },
-                    k_norm: if cfg.qk_norm {
-                        Some(need_vec("attn_k_norm.weight", hd)?)
-                    } else {
-                        None
-                    },
-                    post_attn_norm: if cfg.post_norms {
-                        Some(need_vec("post_attention_norm.weight", e)?)
-                    } else {
-                        None
-                    },
+                    q_norm: opt_norm(cfg.qk_norm, "attn_q_norm.weight", hd)?,
+                    k_norm: opt_norm(cfg.qk_norm, "attn_k_norm.weight", hd)?,
+                    post_attn_norm: opt_norm(post, "post_attention_norm.weight", e)?,
                     ffn_norm: need_vec("ffn_norm.weight", e)?,
-                    w_gate: l.tensor(&n("ffn_gate.weight"), &[e, ff])?,
-                    w_up: l.tensor(&n("ffn_up.weight"), &[e, ff])?,
+                    w_gate,
+                    w_up,
                     w_down: l.tensor(&n("ffn_down.weight"), &[ff, e])?,
-                    post_ffn_norm: if cfg.post_norms {
-                        Some(need_vec("post_ffw_norm.weight", e)?)
-                    } else {
-                        None
-                    },
+                    post_ffn_norm: opt_norm(post, "post_ffw_norm.weight", e)?,
                 })
             })
             .collect::<Result<Vec<_>, ModelError>>()?;
         let output_norm = l.vector("output_norm.weight", e)?;
+        let n_factors = cfg.rope.dims / 2;
+        let factors = |name: &str| -> Result<Option<Arc<[f32]>>, ModelError> {
+            match l.file.tensor(name) {
+                Some(_) => Ok(Some(l.vector(name, n_factors)?.into())),
+                None => Ok(None),
+            }
+        };
+        let (rope_freqs, rope_long, rope_short) = match cfg.rope.factors {
+            RopeFactors::None => (None, None, None),
+            RopeFactors::Freqs => (factors("rope_freqs.weight")?, None, None),
+            RopeFactors::LongShort => (
+                None,
+                factors("rope_factors_long.weight")?,
+                factors("rope_factors_short.weight")?,
+            ),
+        };
         // A tensor the forward pass does not read means the file asks for math this engine
         // does not do (llama.cpp refuses such files too): say so rather than guess.
         let used = l.used.borrow();
@@ -142,6 +217,9 @@ impl Weights {
             layers,
             output_norm,
             output,
+            rope_freqs,
+            rope_long,
+            rope_short,
         })
     }
 }

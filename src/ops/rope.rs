@@ -1,6 +1,10 @@
 //! Rotary position embedding in ggml's two layouts: `Normal` rotates adjacent pairs (x0,x1),
 //! `Neox` rotates the two halves of the rotated dimensions (x_i, x_{i+d/2}). Angles are built by
-//! repeated multiplication in f32, exactly as ggml builds its cos/sin cache.
+//! repeated multiplication in f32, exactly as ggml builds its cos/sin cache. Scaling: a linear
+//! `freq_scale`, per-pair frequency factors that divide the angle (Llama 3's `rope_freqs`,
+//! Phi-3's LongRoPE short/long factors) and an attention factor on cos and sin (LongRoPE).
+
+use std::sync::Arc;
 
 /// How the rotated dimensions are paired.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -10,7 +14,7 @@ pub enum RopeStyle {
 }
 
 /// Rotation settings for one layer.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Rope {
     pub style: RopeStyle,
     /// Number of leading dimensions of each head that are rotated.
@@ -18,6 +22,10 @@ pub struct Rope {
     pub freq_base: f32,
     /// 1 / linear scaling factor.
     pub freq_scale: f32,
+    /// Divisors of each pair's angle (`n_dims / 2`), or `None` for all ones.
+    pub freq_factors: Option<Arc<[f32]>>,
+    /// Multiplies cos and sin (so q and k each); 1 for none.
+    pub attn_factor: f32,
 }
 
 impl Rope {
@@ -25,11 +33,13 @@ impl Rope {
     pub fn cos_sin(&self, pos: usize) -> Vec<(f32, f32)> {
         let theta_scale = self.freq_base.powf(-2.0 / self.n_dims as f32);
         let mut theta = pos as f32;
+        let m = self.attn_factor;
         (0..self.n_dims / 2)
-            .map(|_| {
-                let t = self.freq_scale * theta;
+            .map(|i| {
+                let ff = self.freq_factors.as_ref().map_or(1.0, |f| f[i]);
+                let t = self.freq_scale * (theta / ff);
                 theta *= theta_scale;
-                (t.cos(), t.sin())
+                (t.cos() * m, t.sin() * m)
             })
             .collect()
     }
@@ -43,7 +53,12 @@ impl Rope {
     /// Rotates every head in `x` back by `delta` positions: a key rotated for position `p`
     /// becomes the key for `p - delta` (rotations compose; llama.cpp shifts its cache alike).
     pub fn unrotate(&self, x: &mut [f32], head_dim: usize, delta: usize) {
-        let cs: Vec<(f32, f32)> = self
+        // A pure rotation: the attention factor was applied once, when the key was stored.
+        let rotation = Rope {
+            attn_factor: 1.0,
+            ..self.clone()
+        };
+        let cs: Vec<(f32, f32)> = rotation
             .cos_sin(delta)
             .into_iter()
             .map(|(c, s)| (c, -s))
@@ -102,6 +117,8 @@ mod tests {
             n_dims: 4,
             freq_base: 10000.0,
             freq_scale: 1.0,
+            freq_factors: None,
+            attn_factor: 1.0,
         };
         let mut x = vec![1.0, 2.0, 3.0, 4.0];
         rope.apply(&mut x, 4, 0);
@@ -116,6 +133,8 @@ mod tests {
                 n_dims: 8,
                 freq_base: 10000.0,
                 freq_scale: 1.0,
+                freq_factors: None,
+                attn_factor: 1.0,
             };
             let x: Vec<f32> = (0..16).map(|i| i as f32 * 0.37 - 2.0).collect();
             let (mut at_90, mut at_60) = (x.clone(), x.clone());
@@ -136,6 +155,8 @@ mod tests {
                 n_dims: 4,
                 freq_base: 10000.0,
                 freq_scale: 1.0,
+                freq_factors: None,
+                attn_factor: 1.0,
             };
             let mut x = vec![1.0, 0.0, 0.0, 1.0];
             rope.apply(&mut x, 4, 7);
@@ -158,9 +179,43 @@ mod tests {
             n_dims: 2,
             freq_base: 10000.0,
             freq_scale: 1.0,
+            freq_factors: None,
+            attn_factor: 1.0,
         };
         let mut x = vec![1.0, 0.0, 5.0, 6.0];
         rope.apply(&mut x, 4, 3);
         assert_eq!(&x[2..], &[5.0, 6.0]);
+    }
+
+    #[test]
+    fn freq_factors_divide_angles_and_attn_factor_scales() {
+        let plain = Rope {
+            style: RopeStyle::Neox,
+            n_dims: 4,
+            freq_base: 10000.0,
+            freq_scale: 1.0,
+            freq_factors: None,
+            attn_factor: 1.0,
+        };
+        let scaled = Rope {
+            freq_factors: Some(vec![2.0, 4.0].into()),
+            attn_factor: 1.5,
+            ..plain.clone()
+        };
+        let theta1 = 10000f32.powf(-0.5);
+        let cs = scaled.cos_sin(8);
+        // pair 0: angle 8 / 2; pair 1: angle 8 * theta1 / 4; both scaled by 1.5
+        assert!((cs[0].0 - 4f32.cos() * 1.5).abs() < 1e-6);
+        assert!((cs[0].1 - 4f32.sin() * 1.5).abs() < 1e-6);
+        assert!((cs[1].1 - (2.0 * theta1).sin() * 1.5).abs() < 1e-6);
+        // unrotating is a pure rotation whatever the attention factor
+        let x: Vec<f32> = vec![0.3, -1.2, 0.7, 2.0];
+        let (mut a, mut b) = (x.clone(), x.clone());
+        scaled.apply(&mut a, 4, 9);
+        scaled.apply(&mut b, 4, 5);
+        scaled.unrotate(&mut a, 4, 4);
+        for (p, q) in a.iter().zip(&b) {
+            assert!((p - q).abs() < 1e-5, "{p} vs {q}");
+        }
     }
 }

@@ -26,6 +26,45 @@ pub struct AttnShape {
     pub head_dim: usize,
     /// Multiplies q·k before the softmax.
     pub scale: f32,
+    /// Logit soft-capping of the scores, `cap · tanh(s / cap)` (Gemma 2); 0 for none.
+    pub softcap: f32,
+}
+
+impl AttnShape {
+    /// How a raw q·k becomes a score.
+    pub fn scores(&self) -> Scores {
+        if self.softcap != 0.0 {
+            Scores {
+                mul: self.scale / self.softcap,
+                cap: self.softcap,
+            }
+        } else {
+            Scores {
+                mul: self.scale,
+                cap: 0.0,
+            }
+        }
+    }
+}
+
+/// A raw q·k to a score: scaled, then soft-capped when `cap` is non-zero, in ggml's order (the
+/// scale divided by the cap once, `tanhf` of the product, times the cap).
+#[derive(Clone, Copy, Debug)]
+pub struct Scores {
+    mul: f32,
+    cap: f32,
+}
+
+impl Scores {
+    #[inline(always)]
+    pub fn apply(self, dot: f32) -> f32 {
+        let s = dot * self.mul;
+        if self.cap != 0.0 {
+            self.cap * s.tanh()
+        } else {
+            s
+        }
+    }
 }
 
 /// Elements one step of ggml's f16 dot product covers (4 accumulators × 16 lanes).
@@ -63,23 +102,23 @@ pub fn attend_one_head(
         last,
         row: &row,
     };
-    attend_rows(crate::cpu::isa(), shape.scale, q, &rows, out);
+    attend_rows(crate::cpu::isa(), shape.scores(), q, &rows, out);
 }
 
 /// One head over `rows` with the kernels of `isa` (which this CPU must support).
-fn attend_rows(isa: Isa, scale: f32, q: &[f32], rows: &Rows, out: &mut [f32]) {
+fn attend_rows(isa: Isa, scores: Scores, q: &[f32], rows: &Rows, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if q.len().is_multiple_of(DOT_STEP) {
         match isa {
             // SAFETY: the caller guarantees the CPU supports `isa` (AVX-512F, F16C, FMA).
-            Isa::Avx512 => return unsafe { x86::attend(scale, q, rows, out) },
+            Isa::Avx512 => return unsafe { x86::attend(scores, q, rows, out) },
             // SAFETY: as above (AVX2, F16C, FMA).
-            Isa::Avx2 => return unsafe { x86_avx2::attend(scale, q, rows, out) },
+            Isa::Avx2 => return unsafe { x86_avx2::attend(scores, q, rows, out) },
             _ => {}
         }
     }
     let _ = isa;
-    scalar::attend(scale, q, rows, out);
+    scalar::attend(scores, q, rows, out);
 }
 
 /// The key and value rows one head attends over.
@@ -109,16 +148,16 @@ fn softmax_step(s: f32, max: &mut f32, sum: &mut f32) -> (f32, f32) {
 
 /// Portable implementation with the same operation order (fused multiply-adds via `mul_add`).
 mod scalar {
-    use super::{softmax_step, Rows, DOT_STEP};
+    use super::{softmax_step, Rows, Scores, DOT_STEP};
     use half::f16;
 
-    pub(super) fn attend(scale: f32, q: &[f32], rows: &Rows, out: &mut [f32]) {
+    pub(super) fn attend(scores: Scores, q: &[f32], rows: &Rows, out: &mut [f32]) {
         let q16: Vec<f32> = q.iter().map(|v| f16::from_f32(*v).to_f32()).collect();
         let mut acc = vec![f16::ZERO; q.len()];
         let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
         for p in rows.first..=rows.last {
             let k = &rows.keys[(rows.row)(rows.keys, p)];
-            let s = dot_f16(&q16, k) * scale;
+            let s = scores.apply(dot_f16(&q16, k));
             let (ms, vs) = softmax_step(s, &mut max, &mut sum);
             if ms != 1.0 {
                 acc.iter_mut()
@@ -173,7 +212,7 @@ fn reduce16(x: [f32; 16]) -> f32 {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{f16_bits as bits, reduce16, softmax_step, Rows, DOT_STEP};
+    use super::{f16_bits as bits, reduce16, softmax_step, Rows, Scores, DOT_STEP};
     use std::arch::x86_64::*;
 
     /// Sixteen f16 at `p` widened to f32.
@@ -198,7 +237,7 @@ mod x86 {
     /// # Safety
     /// The CPU must support AVX-512F, F16C and FMA; `q.len()` is a multiple of 64.
     #[target_feature(enable = "avx512f,f16c,fma")]
-    pub(super) unsafe fn attend(scale: f32, q: &[f32], rows: &Rows, out: &mut [f32]) {
+    pub(super) unsafe fn attend(scores: Scores, q: &[f32], rows: &Rows, out: &mut [f32]) {
         let hd = q.len();
         let mut q16 = vec![0u16; hd];
         for (src, dst) in q.chunks_exact(16).zip(q16.chunks_exact_mut(16)) {
@@ -209,7 +248,7 @@ mod x86 {
         let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
         for p in rows.first..=rows.last {
             let k = bits(&rows.keys[(rows.row)(rows.keys, p)]);
-            let s = dot(&q16, k) * scale;
+            let s = scores.apply(dot(&q16, k));
             let (ms, vs) = softmax_step(s, &mut max, &mut sum);
             if ms != 1.0 {
                 let m = _mm512_set1_ps(ms);
@@ -264,6 +303,7 @@ mod tests {
             n_head_kv: 1,
             head_dim: hd,
             scale: 1.0,
+            softcap: 0.0,
         };
         let mut out = vec![0.0; hd];
         attend_one_head(&shape, q, keys, values, 0, first, last, &mut out);
@@ -313,12 +353,37 @@ mod tests {
             last: n - 1,
             row: &row,
         };
-        let mut portable = vec![0.0; hd];
-        scalar::attend(0.125, &q, &rows, &mut portable);
-        for isa in crate::cpu::available() {
-            let mut simd = vec![0.0; hd];
-            attend_rows(isa, 0.125, &q, &rows, &mut simd);
-            assert_eq!(portable, simd, "{isa:?}");
+        for softcap in [0.0, 3.0] {
+            let scores = AttnShape {
+                n_head: 1,
+                n_head_kv: 1,
+                head_dim: hd,
+                scale: 0.125,
+                softcap,
+            }
+            .scores();
+            let mut portable = vec![0.0; hd];
+            scalar::attend(scores, &q, &rows, &mut portable);
+            for isa in crate::cpu::available() {
+                let mut simd = vec![0.0; hd];
+                attend_rows(isa, scores, &q, &rows, &mut simd);
+                assert_eq!(portable, simd, "{isa:?}, softcap {softcap}");
+            }
         }
+    }
+
+    #[test]
+    fn softcap_bounds_scores() {
+        let shape = AttnShape {
+            n_head: 1,
+            n_head_kv: 1,
+            head_dim: 1,
+            scale: 1.0,
+            softcap: 2.0,
+        };
+        let s = shape.scores();
+        assert!((s.apply(1000.0) - 2.0).abs() < 1e-6);
+        assert!((s.apply(-1000.0) + 2.0).abs() < 1e-6);
+        assert!((s.apply(0.5) - 2.0 * 0.25f32.tanh()).abs() < 1e-7);
     }
 }

@@ -158,6 +158,7 @@ fn attend_rows(
     let hd = shape.head_dim;
     let q_dim = shape.n_head * hd;
     let group = shape.n_head / shape.n_head_kv;
+    let scores = shape.scores();
     let n_rows = tokens.len() * group;
     // Row r: token `tokens.start + r / group`, head `kv_head * group + r % group`.
     let token_of = |r: usize| tokens.start + r / group;
@@ -191,7 +192,7 @@ fn attend_rows(
                 for (j, s) in p.iter_mut().enumerate() {
                     let visible = (first..=pos).contains(&(t0 + j));
                     *s = if visible {
-                        *s * shape.scale
+                        scores.apply(*s)
                     } else {
                         f32::NEG_INFINITY
                     };
@@ -599,6 +600,7 @@ mod tests {
                 n_head_kv: n_kv,
                 head_dim: hd,
                 scale: 1.0 / (hd as f32).sqrt(),
+                softcap: 0.0,
             },
             q: random(n * n_head * hd, &mut seed, 3.0),
             pos: (start..start + n).collect(),

@@ -3,7 +3,7 @@
 //! rounding, the four-accumulator q·k dot with its fixed reduction, the online softmax and the
 //! f16 value accumulator rounded after every fused multiply-add are the same operations.
 
-use super::{f16_bits as bits, reduce16, softmax_step, Rows, DOT_STEP};
+use super::{f16_bits as bits, reduce16, softmax_step, Rows, Scores, DOT_STEP};
 use std::arch::x86_64::*;
 
 /// Eight f16 widened to f32.
@@ -28,7 +28,7 @@ fn store8(d: &mut [u16], v: __m256) {
 /// # Safety
 /// The CPU must support AVX2, F16C and FMA; `q.len()` is a multiple of 64.
 #[target_feature(enable = "avx2,f16c,fma")]
-pub(super) unsafe fn attend(scale: f32, q: &[f32], rows: &Rows, out: &mut [f32]) {
+pub(super) unsafe fn attend(scores: Scores, q: &[f32], rows: &Rows, out: &mut [f32]) {
     let hd = q.len();
     let mut q16 = vec![0u16; hd];
     for (src, dst) in q.chunks_exact(8).zip(q16.chunks_exact_mut(8)) {
@@ -39,7 +39,7 @@ pub(super) unsafe fn attend(scale: f32, q: &[f32], rows: &Rows, out: &mut [f32])
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
     for p in rows.first..=rows.last {
         let k = bits(&rows.keys[(rows.row)(rows.keys, p)]);
-        let s = dot(&q16, k) * scale;
+        let s = scores.apply(dot(&q16, k));
         let (ms, vs) = softmax_step(s, &mut max, &mut sum);
         if ms != 1.0 {
             let m = _mm256_set1_ps(ms);

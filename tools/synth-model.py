@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""Tiny synthetic GGUF models, one per dense architecture family, for checking the forward pass
+against llama.cpp where no small real model of the family exists.
+
+Each model has a few layers of small width, weights from a seeded generator (splitmix64, written
+out here so the bytes never depend on numpy's generator versions), and the vocabulary and
+tokenizer metadata of SmolLM2-135M-Instruct copied in, so llama.cpp and this engine both load it
+as a complete model. Tensor names, shapes and metadata keys are those llama.cpp's loader expects
+for the architecture. The same arguments always give the same bytes (tests/families.rs checks
+the SHA-256 recorded with the reference logits).
+
+    tools/synth-model.py FAMILY TYPE OUT.gguf [--vocab-from SMOLLM2.gguf]
+    tools/synth-model.py --list
+
+TYPE is f16 or q8_0 (2-D weights; norms and RoPE factors stay f32). Q8_0 is quantized here, with
+ggml's rounding, rather than by the gguf package, for the same reason as the generator. The
+file layout is the gguf package's writer's: tests/data/families was made with gguf 0.19.0, which
+.ci/run pins.
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+import gguf
+
+SMOLLM2 = os.path.expanduser(
+    os.path.join(
+        os.environ.get("LLAMAFILE_MODELS", "~/.cache/llamafile-rs/models"),
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+    )
+)
+
+# Each family: architecture name, hyper-parameters, and which optional features its files carry.
+FAMILIES = {
+    # Llama 3.1/3.2: llama3 RoPE scaling baked into rope_freqs.weight, GQA, untied output.
+    "llama3": dict(arch="llama", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
+                   n_layer=3, rope_base=500000.0, rope_freqs=True, output=True),
+    # Mistral-style: llama architecture, head_dim given by key_length (q width != n_embd),
+    # a single KV head, base 1e6, no rope_freqs.
+    "mistral": dict(arch="llama", n_embd=192, n_head=4, n_head_kv=1, head_dim=64, n_ff=384,
+                    n_layer=3, rope_base=1000000.0, key_length=True, output=True),
+    # Qwen3: QK-norm, no biases, NEOX RoPE, tied output.
+    "qwen3": dict(arch="qwen3", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
+                  n_layer=3, rope_base=1000000.0, key_length=True, qk_norm=True),
+    # Gemma 2: soft-capping of attention scores and final logits, sliding window on even layers,
+    # post-norms, GELU, embeddings scaled by sqrt(n_embd), output tied to the embeddings.
+    "gemma2": dict(arch="gemma2", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
+                   n_layer=4, rope_base=10000.0, key_length=True, post_norms=True,
+                   sliding_window=24, attn_softcap=4.0, final_softcap=30.0),
+    # Phi-3 (128k-style): fused QKV and gate/up, LongRoPE short and long factors with their
+    # attention factor; original context 256, so a context above that selects the long factors.
+    "phi3": dict(arch="phi3", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
+                 n_layer=3, rope_base=10000.0, fused=True, longrope=True, output=True,
+                 n_ctx_orig=256, n_ctx_train=4096),
+}
+
+
+class SplitMix64:
+    """Deterministic uniform numbers in [-1, 1), vectorised splitmix64."""
+
+    def __init__(self, seed):
+        self.state = np.uint64(seed)
+
+    def uniform(self, n):
+        golden = np.uint64(0x9E3779B97F4A7C15)
+        idx = np.arange(1, n + 1, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            z = self.state + idx * golden
+            self.state = self.state + np.uint64(n) * golden
+            z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+            z = z ^ (z >> np.uint64(31))
+        # top 24 bits -> exact float in [0, 1)
+        u = (z >> np.uint64(40)).astype(np.float64) / float(1 << 24)
+        return (2.0 * u - 1.0).astype(np.float32)
+
+
+def quantize_q8_0(x):
+    """ggml's Q8_0 reference quantizer: per 32 values, d = max|x| / 127 (stored f16),
+    q = round(x / d) half away from zero."""
+    rows, cols = x.shape
+    blocks = x.reshape(rows, cols // 32, 32).astype(np.float32)
+    amax = np.abs(blocks).max(axis=2, keepdims=True)
+    d = amax / np.float32(127)
+    inv = np.where(d != 0, np.float32(1) / np.where(d != 0, d, 1), 0).astype(np.float32)
+    v = blocks * inv
+    q = (np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))).astype(np.int8)
+    out = np.empty((rows, cols // 32, 34), dtype=np.uint8)
+    out[:, :, 0:2] = d.astype(np.float16).view(np.uint8).reshape(rows, cols // 32, 2)
+    out[:, :, 2:] = q.view(np.uint8)
+    return out.reshape(rows, cols // 32 * 34)
+
+
+def read_tokenizer(path):
+    """The tokenizer.* metadata of a GGUF as (key, value, type, subtype) tuples."""
+    r = gguf.GGUFReader(path)
+    out = []
+    for key, field in r.fields.items():
+        if not key.startswith("tokenizer."):
+            continue
+        vtype = field.types[0]
+        if vtype == gguf.GGUFValueType.ARRAY:
+            sub = field.types[1]
+            if sub == gguf.GGUFValueType.STRING:
+                val = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+            else:
+                val = [field.parts[i][0].item() for i in field.data]
+            out.append((key, val, vtype, sub))
+        elif vtype == gguf.GGUFValueType.STRING:
+            out.append((key, bytes(field.parts[field.data[0]]).decode("utf-8"), vtype, None))
+        else:
+            out.append((key, field.parts[field.data[0]][0].item(), vtype, None))
+    return out
+
+
+def build(family, wtype, out_path, vocab_path):
+    p = FAMILIES[family]
+    arch = p["arch"]
+    tok = read_tokenizer(vocab_path)
+    n_vocab = len(next(v for k, v, _, _ in tok if k == "tokenizer.ggml.tokens"))
+    e, hd, nh, nkv, ff = p["n_embd"], p["head_dim"], p["n_head"], p["n_head_kv"], p["n_ff"]
+    q_dim, kv_dim = nh * hd, nkv * hd
+    seed = sum(ord(c) * 131 ** i for i, c in enumerate(family)) & ((1 << 63) - 1)
+    rng = SplitMix64(seed)
+
+    tmp = f"{out_path}.tmp{os.getpid()}"
+    w = gguf.GGUFWriter(tmp, arch)
+    # (not the family name: llama.cpp adjusts some vocabularies by model name)
+    w.add_name("tiny synthetic model")
+    w.add_context_length(p.get("n_ctx_train", 2048))
+    w.add_embedding_length(e)
+    w.add_block_count(p["n_layer"])
+    w.add_feed_forward_length(ff)
+    w.add_head_count(nh)
+    w.add_head_count_kv(nkv)
+    w.add_rope_freq_base(p["rope_base"])
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_dimension_count(hd)
+    if p.get("key_length"):
+        w.add_key_length(hd)
+        w.add_value_length(hd)
+    if arch == "gemma2":
+        w.add_sliding_window(p["sliding_window"])
+        w.add_attn_logit_softcapping(p["attn_softcap"])
+        w.add_final_logit_softcapping(p["final_softcap"])
+    if arch == "phi3":
+        w.add_sliding_window(0)
+        w.add_rope_scaling_orig_ctx_len(p["n_ctx_orig"])
+        scale = p["n_ctx_train"] / p["n_ctx_orig"]
+        w.add_rope_scaling_attn_factors(float(np.sqrt(1 + np.log(scale) / np.log(p["n_ctx_orig"]))))
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if wtype == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
+    for key, val, vtype, sub in tok:
+        w.add_key_value(key, val, vtype, sub)
+
+    def mat(name, rows, cols, amp):
+        x = (rng.uniform(rows * cols) * np.float32(amp)).reshape(rows, cols)
+        if wtype == "f16":
+            w.add_tensor(name, x.astype(np.float16))
+        else:
+            w.add_tensor(name, quantize_q8_0(x), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
+    def vec(name, n, center, amp):
+        w.add_tensor(name, (np.float32(center) + rng.uniform(n) * np.float32(amp)).astype(np.float32))
+
+    # Amplitudes: uniform(-a, a) has std a/sqrt(3); projections keep activations near unit scale
+    # and the head gives logits a spread of a few units, so argmax is rarely a near-tie.
+    proj = lambda fan_in: float(np.sqrt(3.0 / fan_in))  # noqa: E731
+    mat("token_embd.weight", n_vocab, e, 1.0)
+    for i in range(p["n_layer"]):
+        b = f"blk.{i}."
+        vec(b + "attn_norm.weight", e, 1.0, 0.2)
+        if p.get("fused"):
+            mat(b + "attn_qkv.weight", q_dim + 2 * kv_dim, e, proj(e))
+        else:
+            mat(b + "attn_q.weight", q_dim, e, proj(e))
+            mat(b + "attn_k.weight", kv_dim, e, proj(e))
+            mat(b + "attn_v.weight", kv_dim, e, proj(e))
+        if p.get("qk_norm"):
+            vec(b + "attn_q_norm.weight", hd, 1.0, 0.2)
+            vec(b + "attn_k_norm.weight", hd, 1.0, 0.2)
+        mat(b + "attn_output.weight", e, q_dim, proj(q_dim))
+        if p.get("post_norms"):
+            vec(b + "post_attention_norm.weight", e, 1.0, 0.2)
+        vec(b + "ffn_norm.weight", e, 1.0, 0.2)
+        if p.get("fused"):
+            mat(b + "ffn_up.weight", 2 * ff, e, proj(e))
+        else:
+            mat(b + "ffn_gate.weight", ff, e, proj(e))
+            mat(b + "ffn_up.weight", ff, e, proj(e))
+        mat(b + "ffn_down.weight", e, ff, proj(ff))
+        if p.get("post_norms"):
+            vec(b + "post_ffw_norm.weight", e, 1.0, 0.2)
+    vec("output_norm.weight", e, 1.0, 0.2)
+    if p.get("output"):
+        mat("output.weight", n_vocab, e, 5.0 * proj(e))
+    if p.get("rope_freqs"):
+        # llama3 scaling factors as the converter derives them (factor 8, low 1, high 4, original
+        # context 64 so that all three regions occur at head_dim 64).
+        inv = 1.0 / (p["rope_base"] ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+        factor, lo, hi, old = 8.0, 1.0, 4.0, 64.0
+        out = []
+        for f in inv:
+            wl = 2 * np.pi / f
+            if wl < old / hi:
+                out.append(1.0)
+            elif wl > old / lo:
+                out.append(factor)
+            else:
+                s = (old / wl - lo) / (hi - lo)
+                out.append(1.0 / ((1 - s) / factor + s))
+        w.add_tensor("rope_freqs.weight", np.array(out, dtype=np.float32))
+    if p.get("longrope"):
+        n = hd // 2
+        vec("rope_factors_long.weight", n, 3.0, 2.0)
+        vec("rope_factors_short.weight", n, 1.1, 0.1)
+
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(tmp, out_path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("family", nargs="?", choices=sorted(FAMILIES))
+    ap.add_argument("type", nargs="?", choices=["f16", "q8_0"])
+    ap.add_argument("out", nargs="?")
+    ap.add_argument("--vocab-from", default=SMOLLM2)
+    ap.add_argument("--list", action="store_true", help="print the family names")
+    a = ap.parse_args()
+    if a.list:
+        print("\n".join(FAMILIES))
+        return
+    if not (a.family and a.type and a.out):
+        ap.error("FAMILY TYPE OUT are required")
+    if not os.path.exists(a.vocab_from):
+        sys.exit(f"synth-model: vocabulary source {a.vocab_from} not found "
+                 "(packaging/fetch-models.sh smollm2)")
+    build(a.family, a.type, a.out, a.vocab_from)
+
+
+if __name__ == "__main__":
+    main()
