@@ -96,7 +96,8 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
     if cli.compat.mlock {
         if let Err(e) = loaded.model.file.shared_bytes().lock_in_memory() {
             eprintln!(
-                "llamafile: --mlock: cannot lock the weights in memory ({e}); raise `ulimit -l`"
+                "llamafile: --mlock: cannot lock the weights in memory ({e}){}",
+                crate::platform::LOCK_HINT
             );
         }
     }

@@ -18,6 +18,7 @@ pub mod kv_cache;
 pub mod model;
 pub mod ops;
 pub mod perplexity;
+pub mod platform;
 pub mod pool;
 pub mod quant;
 pub mod sampling;

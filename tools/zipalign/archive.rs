@@ -3,9 +3,8 @@
 //! with its CRC-32, then a new central directory and ZIP64 end records.
 
 use std::collections::HashSet;
-use std::fs::{self, File, Permissions};
+use std::fs::{self, File};
 use std::io::{self, Read};
-use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
@@ -14,6 +13,7 @@ use llamafile::bundle::crc32::Crc32;
 use llamafile::bundle::directory::read_directory;
 use llamafile::bundle::format::{FLAG_UTF8, HOST_UNIX, METHOD_STORED, VERSION_ZIP64};
 use llamafile::bundle::Entry;
+use llamafile::platform::read_exact_at;
 
 use crate::options::Options;
 use crate::output::Output;
@@ -51,9 +51,9 @@ pub fn run(opts: &Options) -> Result<()> {
             if !metadata.is_file() {
                 bail!("{zip_name}: not a regular file");
             }
-            metadata.permissions()
+            Some(metadata.permissions())
         }
-        None => Permissions::from_mode(0o644),
+        None => None,
     };
     let mut out = Output::create(&target)
         .with_context(|| format!("{zip_name}: cannot create a temporary file beside it"))?;
@@ -187,7 +187,7 @@ fn copy_range(
     let mut done = 0;
     while done < len {
         let n = buf.len().min((len - done) as usize);
-        source.read_exact_at(&mut buf[..n], offset + done)?;
+        read_exact_at(source, &mut buf[..n], offset + done)?;
         out.write_sparse(&buf[..n])?;
         done += n as u64;
     }
@@ -216,7 +216,7 @@ fn add_file(input: &Input, opts: &Options, out: &mut Output, buf: &mut [u8]) -> 
         crc32: 0,
         compressed_size: 0,
         uncompressed_size: 0,
-        external_attributes: (0o100_000 | (input.metadata.mode() & 0o7777)) << 16,
+        external_attributes: (0o100_000 | unix_mode(&input.metadata)) << 16,
         local_header_offset: 0,
         data_offset: 0,
     };
@@ -241,6 +241,22 @@ fn add_file(input: &Input, opts: &Options, out: &mut Output, buf: &mut [u8]) -> 
     out.write_back(entry.local_header_offset, &records::local_header(&entry))
         .with_context(|| opts.zip.display().to_string())?;
     Ok(entry)
+}
+
+/// The permission bits stored for an entry: the file's own on Unix; on Windows `r--r--r--`
+/// for a read-only file, else `rw-r--r--`.
+#[cfg(unix)]
+fn unix_mode(metadata: &fs::Metadata) -> u32 {
+    std::os::unix::fs::MetadataExt::mode(metadata) & 0o7777
+}
+
+#[cfg(windows)]
+fn unix_mode(metadata: &fs::Metadata) -> u32 {
+    if metadata.permissions().readonly() {
+        0o444
+    } else {
+        0o644
+    }
 }
 
 /// Reads until `buf` is full or the input ends; returns the bytes read.
