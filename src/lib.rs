@@ -27,3 +27,4 @@ pub mod speculative;
 pub mod stop_text;
 pub mod timings;
 pub mod tokenizer;
+pub mod upgrade;

@@ -3,9 +3,10 @@
 //!
 //! Owns: finding the ZIP ([`directory`], ZIP64 aware), checking that an entry can be mapped
 //! (stored, aligned), reading small entries, and [`resolve_model`] (whose rule includes side
-//! files beside the executable). It does not map or parse GGUF data (that is `gguf`'s job,
-//! given a [`ModelLocation`]) and does not write ZIPs (`tools/zipalign` does, with
-//! [`format`](mod@format)'s constants and [`crc32`](mod@crc32)).
+//! files beside the executable), and the pieces of writing one ([`output`]: a temporary file
+//! renamed into place once on disk; [`pack`]: aligned entries and the central directory;
+//! [`records`]: their bytes), used by `tools/zipalign` and `--upgrade-engine`. It does not map
+//! or parse GGUF data (that is `gguf`'s job, given a [`ModelLocation`]).
 //!
 //! ```no_run
 //! use llamafile::bundle::{resolve_model, Bundle};
@@ -18,6 +19,9 @@
 pub mod crc32;
 pub mod directory;
 pub mod format;
+pub mod output;
+pub mod pack;
+pub mod records;
 mod resolve;
 
 use std::fs::File;
@@ -125,6 +129,16 @@ impl Bundle {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Where the ZIP starts: the length of the executable in front of it.
+    pub fn archive_start(&self) -> u64 {
+        self.directory.archive_start
+    }
+
+    /// The open file, for copying entries out of it.
+    pub fn file(&self) -> &File {
+        &self.file
     }
 
     pub fn entries(&self) -> &[Entry] {

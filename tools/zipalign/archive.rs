@@ -12,17 +12,14 @@ use anyhow::{bail, Context, Result};
 use llamafile::bundle::crc32::Crc32;
 use llamafile::bundle::directory::read_directory;
 use llamafile::bundle::format::{FLAG_UTF8, HOST_UNIX, METHOD_STORED, VERSION_ZIP64};
-use llamafile::bundle::Entry;
-use llamafile::platform::read_exact_at;
+use llamafile::bundle::output::Output;
+use llamafile::bundle::pack::{copy_entry, copy_range, start_entry, write_central_directory};
+use llamafile::bundle::{records, Entry};
 
 use crate::options::Options;
-use crate::output::Output;
-use crate::records;
 
 /// The time stamped on entries without `-N`: fixed, so that output is reproducible.
 const FIXED_TIMESTAMP: i64 = 1_700_000_000;
-/// Streaming buffer: fixed size, however large the file.
-const CHUNK: usize = 1 << 20;
 
 /// A FILE to add, opened and named before anything is written.
 struct Input {
@@ -57,7 +54,7 @@ pub fn run(opts: &Options) -> Result<()> {
     };
     let mut out = Output::create(&target)
         .with_context(|| format!("{zip_name}: cannot create a temporary file beside it"))?;
-    let mut buf = vec![0u8; CHUNK];
+    let mut buf = vec![0u8; llamafile::bundle::pack::CHUNK];
     let mut entries = Vec::new();
     if let Some(source) = &source {
         let replaced: HashSet<&str> = inputs.iter().map(|i| i.name.as_str()).collect();
@@ -155,43 +152,13 @@ fn copy_existing(
             }
             continue;
         }
-        let mut entry = old.clone();
-        start_entry(&mut entry, opts.alignment, out);
-        copy_range(source, old.data_offset, old.compressed_size, out, buf)?;
-        out.write_back(entry.local_header_offset, &records::local_header(&entry))?;
+        let entry = copy_entry(source, &old, opts.alignment, out, buf)?;
         if opts.verbose {
             eprintln!("zipalign: keeping {}", entry.name);
         }
         kept.push(entry);
     }
     Ok(kept)
-}
-
-/// Places `entry`'s local header so that its data starts on an `alignment` boundary, and moves
-/// the output to that data.
-fn start_entry(entry: &mut Entry, alignment: u64, out: &mut Output) {
-    let header_len = records::local_header_len(&entry.name);
-    let data_offset = (out.position() + header_len).next_multiple_of(alignment);
-    entry.local_header_offset = data_offset - header_len;
-    entry.data_offset = data_offset;
-    out.skip_to(data_offset);
-}
-
-fn copy_range(
-    source: &File,
-    offset: u64,
-    len: u64,
-    out: &mut Output,
-    buf: &mut [u8],
-) -> io::Result<()> {
-    let mut done = 0;
-    while done < len {
-        let n = buf.len().min((len - done) as usize);
-        read_exact_at(source, &mut buf[..n], offset + done)?;
-        out.write_sparse(&buf[..n])?;
-        done += n as u64;
-    }
-    Ok(())
 }
 
 fn add_file(input: &Input, opts: &Options, out: &mut Output, buf: &mut [u8]) -> Result<Entry> {
@@ -271,15 +238,6 @@ fn fill(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
         }
     }
     Ok(filled)
-}
-
-fn write_central_directory(entries: &[Entry], out: &mut Output) -> io::Result<()> {
-    let offset = out.position();
-    for entry in entries {
-        out.write(&records::central_header(entry))?;
-    }
-    let size = out.position() - offset;
-    out.write(&records::end_records(entries.len() as u64, offset, size))
 }
 
 #[cfg(test)]

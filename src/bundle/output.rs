@@ -9,7 +9,7 @@ use std::fs::{self, File, OpenOptions, Permissions};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use llamafile::platform::write_all_at;
+use crate::platform::write_all_at;
 
 /// Temporary names tried before giving up.
 const MAX_ATTEMPTS: u32 = 100;
