@@ -3,7 +3,9 @@
 # SmolLM2 into a `.exe` with make-llamafile.sh, and runs it under wine beside the x86-64 Linux
 # llamafile: the same greedy tokens on the reference prompts, the same `--tokenize` output, and
 # its server answering `/health` and one chat completion with the same text
-# (packaging/compare-llamafiles.py). Installs nothing; exit status 2 says what is missing.
+# (packaging/compare-llamafiles.py); then an .exe whose weights lie beside it, and one made
+# from the Linux llamafile by the Windows engine's --upgrade-engine. Installs nothing; exit
+# status 2 says what is missing.
 #
 # Wine runs in its own prefix, $WINEPREFIX (default ~/.cache/llamafile-rs/wine; the first start
 # creates it, which takes a while). Wine 8 lacks bcryptprimitives.dll, which Rust's standard
@@ -67,4 +69,15 @@ packaging/make-llamafile.sh "$model" "$work/side/smollm2.exe" --target windows-x
 (cd "$work/elsewhere" && python3 "$OLDPWD/packaging/compare-llamafiles.py" \
   --label "windows .exe with its weights beside it" --prompts short -n 16 --exact \
   --reference "$linux" --candidate "wine ../side/smollm2.exe") || status=1
+
+# The Windows engine takes the Linux llamafile's weights and .args (--upgrade-engine), and
+# zipalign.exe adds to the result in place (Windows replaces no open file: both close first).
+engine="$target_dir/$target/release/llamafile.exe"
+cargo build --release --target "$target" --bin zipalign
+wine "$engine" --upgrade-engine "$linux" "$work/upgraded.exe" </dev/null
+echo "a note" >"$work/note.txt"
+wine "$target_dir/$target/release/zipalign.exe" -j "$work/upgraded.exe" "$work/note.txt" </dev/null
+python3 packaging/compare-llamafiles.py --label "windows .exe upgraded from the Linux llamafile" \
+  --prompts short -n 16 --exact --reference "$linux" --candidate "wine $work/upgraded.exe" \
+  || status=1
 exit "$status"

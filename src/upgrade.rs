@@ -83,12 +83,15 @@ pub fn upgrade(engine: &Path, old: &Path, out: &Path) -> Result<Upgraded, Upgrad
         entries.push(copied);
     }
     write_central_directory(&entries, &mut output).map_err(io_error(out))?;
-    output
-        .commit(Some(executable_permissions(engine)?))
-        .map_err(io_error(out))?;
+    let permissions = executable_permissions(engine)?;
+    let entries = entries.into_iter().map(|e| e.name).collect();
+    // Windows does not replace a file that is open (OUT may be OLD or the engine): close both.
+    drop(source);
+    drop(engine_file);
+    output.commit(Some(permissions)).map_err(io_error(out))?;
     Ok(Upgraded {
         engine_len,
-        entries: entries.into_iter().map(|e| e.name).collect(),
+        entries,
     })
 }
 

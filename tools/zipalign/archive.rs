@@ -75,6 +75,8 @@ pub fn run(opts: &Options) -> Result<()> {
         entries.push(entry);
     }
     write_central_directory(&entries, &mut out).context(zip_name.clone())?;
+    // Windows does not replace a file that is open; close the old archive first.
+    drop(source);
     out.commit(permissions).context(zip_name)?;
     Ok(())
 }
