@@ -36,6 +36,20 @@ pub fn load_model(name: &str, own: Option<&Bundle>) -> Result<Loaded> {
     Ok(Loaded { model, tokenizer })
 }
 
+/// `--upgrade-engine OLD OUT`: this executable with OLD's entries.
+fn upgrade_engine(old: &std::path::Path, out: &std::path::Path) -> Result<()> {
+    let engine = std::env::current_exe().context("cannot find this executable")?;
+    let done = crate::upgrade::upgrade(&engine, old, out).context("--upgrade-engine")?;
+    eprintln!(
+        "llamafile: wrote {}: this engine ({} bytes) with {}'s {}",
+        out.display(),
+        done.engine_len,
+        old.display(),
+        done.entries.join(", ")
+    );
+    Ok(())
+}
+
 /// The model to run: `-m`, or else the one GGUF inside our own ZIP.
 fn model_name(cli: &Cli, own: Option<&Bundle>) -> Result<String> {
     if let Some(m) = &cli.model {
@@ -85,6 +99,9 @@ pub fn prompt_text(cli: &Cli) -> Result<Option<String>> {
 
 /// Runs the mode the command line asks for; `own` is our executable's ZIP, if any.
 pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
+    if let Some([old, out]) = cli.upgrade_engine.as_deref() {
+        return upgrade_engine(old, out);
+    }
     let mut clock = RunClock::start();
     let threads = cli
         .threads
@@ -96,7 +113,8 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
     if cli.compat.mlock {
         if let Err(e) = loaded.model.file.shared_bytes().lock_in_memory() {
             eprintln!(
-                "llamafile: --mlock: cannot lock the weights in memory ({e}); raise `ulimit -l`"
+                "llamafile: --mlock: cannot lock the weights in memory ({e}){}",
+                crate::platform::LOCK_HINT
             );
         }
     }

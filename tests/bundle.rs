@@ -8,7 +8,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use llamafile::args::{self, ArgsError};
-use llamafile::bundle::{resolve_model, Bundle, BundleError, ModelLocation, ZipError};
+use llamafile::bundle::{
+    resolve_model, resolve_model_beside, Bundle, BundleError, ModelLocation, ZipError,
+};
 use zip_support::*;
 
 /// A fake GGUF: the magic, then noise.
@@ -124,6 +126,57 @@ fn resolves_models_on_disk_then_in_our_zip() {
     fs::write(&shadow, &model).unwrap();
     let loc = resolve_model(shadow.to_str().unwrap(), Some(&own)).unwrap();
     assert_eq!(loc.offset, 0);
+}
+
+#[test]
+fn a_relative_name_found_nowhere_else_is_a_side_file_beside_the_program() {
+    let dir = scratch("bundle-side-file");
+    let model = gguf_bytes(40_000, 9);
+    // The program holds only .args; its weights lie beside it, in `dir/bin`.
+    fs::create_dir_all(dir.join("bin/sub")).unwrap();
+    let own = packed(&dir.join("bin"), "prog", &[(".args", b"-m side.gguf")]);
+    let own = Bundle::open(&own).unwrap().unwrap();
+    let bin = dir.join("bin");
+    fs::write(bin.join("side.gguf"), &model).unwrap();
+    fs::write(bin.join("sub/deeper.gguf"), &model).unwrap();
+
+    // The tests run from the crate's directory, which holds neither name.
+    for name in ["side.gguf", "sub/deeper.gguf", "./side.gguf"] {
+        let loc = resolve_model_beside(name, Some(&own), Some(&bin)).unwrap();
+        assert_eq!(loc.path, bin.join(name), "{name}");
+        assert_eq!((loc.offset, read_range(&loc)), (0, model.clone()));
+    }
+    // The same through resolve_model, which takes the program's directory from `own`.
+    assert_eq!(
+        resolve_model("side.gguf", Some(&own)).unwrap().path,
+        bin.join("side.gguf")
+    );
+
+    // An entry of our own ZIP comes before a side file of the same name.
+    let both = packed(&bin, "both", &[("side.gguf", &gguf_bytes(30_000, 10))]);
+    let both = Bundle::open(&both).unwrap().unwrap();
+    let loc = resolve_model("side.gguf", Some(&both)).unwrap();
+    assert_eq!((loc.path.as_path(), loc.len), (both.path(), 30_000));
+
+    // Absolute names and /zip/ names are never looked up beside the program.
+    let elsewhere = dir.join("elsewhere");
+    fs::create_dir_all(&elsewhere).unwrap();
+    let absolute = elsewhere.join("side.gguf");
+    let err = resolve_model_beside(absolute.to_str().unwrap(), Some(&own), Some(&bin));
+    assert!(matches!(err, Err(BundleError::ModelNotFound { .. })));
+    let err = resolve_model_beside("/zip/side.gguf", Some(&own), Some(&bin)).unwrap_err();
+    assert!(matches!(err, BundleError::ModelNotFound { .. }));
+
+    // Not found anywhere: the one line names every place looked at.
+    let err = resolve_model_beside("absent.gguf", Some(&own), Some(&bin)).unwrap_err();
+    let text = one_line(&err);
+    assert!(
+        text.contains("no such entry in")
+            && text.contains(&format!("not beside the program in {}", bin.display())),
+        "{text}"
+    );
+    let err = resolve_model_beside("absent.gguf", None, None).unwrap_err();
+    assert!(!one_line(&err).contains("beside"), "{err}");
 }
 
 #[test]

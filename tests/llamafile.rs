@@ -142,12 +142,28 @@ fn smollm2_llamafile() -> Option<&'static (PathBuf, PathBuf)> {
 }
 
 fn make_llamafile(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
-    Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/make-llamafile.sh"))
+    make_llamafile_with(args, &[])
+}
+
+/// make-llamafile.sh with extra environment variables, and `umask` set when one is given as
+/// `("umask", "077")`.
+fn make_llamafile_with(args: &[&dyn AsRef<std::ffi::OsStr>], env: &[(&str, &str)]) -> Output {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/make-llamafile.sh");
+    let umask = env
+        .iter()
+        .find(|(k, _)| *k == "umask")
+        .map_or("022", |(_, v)| v);
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("umask {umask}; exec \"$0\" \"$@\""))
+        .arg(script)
         .args(args.iter().map(|a| a.as_ref()))
         .env("LLAMAFILE_BIN", llamafile_bin())
-        .env("ZIPALIGN_BIN", zipalign_bin())
-        .output()
-        .expect("run make-llamafile.sh")
+        .env("ZIPALIGN_BIN", zipalign_bin());
+    for (k, v) in env.iter().filter(|(k, _)| *k != "umask") {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run make-llamafile.sh")
 }
 
 /// A copy of the binary with `files` (name, contents) packed into it by zipalign.
@@ -648,6 +664,163 @@ fn make_llamafile_fails_clearly_and_leaves_nothing_behind() {
         stderr_of(&out)
     );
     assert!(!out_file.exists() && !dir.join("x.llamafile.tmp").exists());
+}
+
+#[test]
+fn packaging_twice_gives_the_same_bytes() {
+    let dir = scratch("script-reproducible");
+    let gguf = dir.join("m.gguf");
+    fs::write(&gguf, fake_gguf()).unwrap();
+    for sub in ["a", "b"] {
+        fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    let (a, b) = (dir.join("a/one.llamafile"), dir.join("b/two.llamafile"));
+    ok("pack a", make_llamafile(&[&gguf, &a, &"--temp", &"0"]));
+    // Another name, another second, another umask: nothing of it may show in the bytes.
+    std::thread::sleep(Duration::from_millis(1100));
+    let out = make_llamafile_with(&[&gguf, &b, &"--temp", &"0"], &[("umask", "077")]);
+    ok("pack b", out);
+    let (x, y) = (fs::read(&a).unwrap(), fs::read(&b).unwrap());
+    assert!(
+        x == y,
+        "two packings differ ({} and {} bytes)",
+        x.len(),
+        y.len()
+    );
+    // And the bytes are those of the binary followed by a ZIP: the binary is not rewritten.
+    assert!(x.starts_with(&fs::read(llamafile_bin()).unwrap()));
+}
+
+#[test]
+fn make_llamafile_writes_one_output_per_target_by_the_naming_rule() {
+    let dir = scratch("script-targets");
+    let gguf = dir.join("m.gguf");
+    fs::write(&gguf, fake_gguf()).unwrap();
+    // The script copies whatever engine it is given; the Linux binary stands in for the
+    // Windows one here (test-windows.sh packs and runs the real one).
+    let windows = [("LLAMAFILE_BIN_WINDOWS_X86_64", llamafile_bin())];
+    let entries = |p: &Path| -> Vec<String> {
+        let b = Bundle::open(p).unwrap().unwrap();
+        b.entries().iter().map(|e| e.name.clone()).collect()
+    };
+
+    let out = dir.join("both.llamafile");
+    let run = make_llamafile_with(
+        &[
+            &gguf,
+            &out,
+            &"--target",
+            &"linux-x86_64,windows-x86_64",
+            &"-n",
+            &"4",
+        ],
+        &windows,
+    );
+    ok("two targets", run);
+    let linux = dir.join("both-linux-x86_64.llamafile");
+    let exe = dir.join("both-windows-x86_64.exe");
+    assert!(!out.exists(), "with several targets OUT is a stem only");
+    assert_eq!(entries(&linux), ["m.gguf", ".args"]);
+    assert_eq!(entries(&exe), ["m.gguf", ".args"]);
+    let args = Bundle::open(&exe)
+        .unwrap()
+        .unwrap()
+        .read_small(".args")
+        .unwrap();
+    let args = llamafile::args::parse_args_file(&String::from_utf8(args).unwrap()).unwrap();
+    assert_eq!(
+        args.args,
+        ["-m", "m.gguf", "-n", "4"],
+        "--target is not an extra argument"
+    );
+
+    // One Windows target: OUT, with .exe appended; `--` ends the script's own options.
+    let single = dir.join("single");
+    let run = make_llamafile_with(
+        &[
+            &gguf,
+            &single,
+            &"--target=windows-x86_64",
+            &"--",
+            &"--side-gguf",
+        ],
+        &windows,
+    );
+    ok("one windows target", run);
+    let args = Bundle::open(&dir.join("single.exe"))
+        .unwrap()
+        .unwrap()
+        .read_small(".args");
+    assert!(String::from_utf8(args.unwrap())
+        .unwrap()
+        .contains("--side-gguf"));
+
+    // Side-file mode (forced by the environment as by --side-gguf): the executable holds only
+    // .args, the GGUF lies beside it under its own name.
+    fs::create_dir_all(dir.join("side")).unwrap();
+    let side_out = dir.join("side/s.llamafile");
+    let run = make_llamafile_with(&[&gguf, &side_out], &[("LLAMAFILE_SIDE_GGUF", "1")]);
+    ok("side file", run);
+    assert_eq!(entries(&side_out), [".args"]);
+    assert_eq!(fs::read(dir.join("side/m.gguf")).unwrap(), fake_gguf());
+
+    for (args, expected) in [
+        (
+            vec!["--target", "macos-arm64"],
+            "--target macos-arm64: unknown target",
+        ),
+        (vec!["--target", "linux-x86_64,linux-x86_64"], "given twice"),
+        (vec!["--target"], "--target needs a value"),
+    ] {
+        let mut argv: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&gguf, &out];
+        argv.extend(args.iter().map(|a| a as &dyn AsRef<std::ffi::OsStr>));
+        let run = make_llamafile(&argv);
+        let err = stderr_of(&run);
+        assert!(!run.status.success(), "{expected}: succeeded");
+        assert_eq!(err.lines().count(), 1, "not one line: {err:?}");
+        assert!(
+            err.starts_with("make-llamafile: ") && err.contains(expected),
+            "expected {expected:?}: {err:?}"
+        );
+    }
+}
+
+#[test]
+fn a_llamafile_with_its_weights_beside_it_runs_from_anywhere() {
+    let Some(model) = common::model_path(SMOLLM2) else {
+        return;
+    };
+    let dir = scratch("side-gguf");
+    let (bin, cwd) = (dir.join("bin"), dir.join("cwd"));
+    fs::create_dir_all(&bin).unwrap();
+    fs::create_dir_all(&cwd).unwrap();
+    let exe = bin.join("smollm2.llamafile");
+    ok(
+        "make-llamafile.sh --side-gguf",
+        make_llamafile(&[&model, &exe, &"--side-gguf", &"--temp", &"0"]),
+    );
+    let side = bin.join(model.file_name().unwrap());
+    assert_eq!(
+        fs::metadata(&side).unwrap().len(),
+        fs::metadata(&model).unwrap().len()
+    );
+    let run = Command::new(&exe)
+        .current_dir(&cwd)
+        .args(["-p", FRANCE, "-n", "8"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        ok("side-file llamafile", run),
+        reference_continuation(&model, FRANCE, 8)
+    );
+    // Parted from its weights: one line naming where it looked.
+    fs::rename(&side, dir.join("moved.gguf")).unwrap();
+    let run = Command::new(&exe)
+        .current_dir(&cwd)
+        .args(["-p", FRANCE])
+        .output()
+        .unwrap();
+    assert_one_clear_error("parted from its weights", &run, "not beside the program in");
 }
 
 #[test]

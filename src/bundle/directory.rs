@@ -8,9 +8,9 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 
 use super::format::*;
+use crate::platform::read_exact_at;
 
 /// Why a file's ZIP records could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -91,7 +91,7 @@ pub fn read_directory(file: &File) -> Result<Option<Directory>, ZipError> {
     let cd_len = usize::try_from(end.cd_size)
         .map_err(|_| ZipError::Corrupt("central directory too large".into()))?;
     let mut cd = vec![0u8; cd_len];
-    file.read_exact_at(&mut cd, cd_offset)?;
+    read_exact_at(file, &mut cd, cd_offset)?;
     let entries = parse_central_directory(file, &cd, end.count, shift, cd_offset)?;
     let archive_start = entries
         .iter()
@@ -120,7 +120,7 @@ fn find_end(file: &File, file_len: u64) -> Result<Option<EndRecords>, ZipError> 
     let tail_len = file_len.min((END_LEN + MAX_COMMENT_LEN) as u64) as usize;
     let tail_start = file_len - tail_len as u64;
     let mut tail = vec![0u8; tail_len];
-    file.read_exact_at(&mut tail, tail_start)?;
+    read_exact_at(file, &mut tail, tail_start)?;
     // The record must end exactly at the end of the file (its comment included): this rejects
     // a signature that merely occurs inside an executable or a model.
     let Some(at) = (0..=tail_len - END_LEN).rev().find(|&i| {
@@ -140,13 +140,13 @@ fn find_end(file: &File, file_len: u64) -> Result<Option<EndRecords>, ZipError> 
         return Ok(Some(classic));
     };
     let mut locator = [0u8; ZIP64_LOCATOR_LEN];
-    file.read_exact_at(&mut locator, locator_offset)?;
+    read_exact_at(file, &mut locator, locator_offset)?;
     if u32_at(&locator, 0) != ZIP64_LOCATOR_SIG {
         return Ok(Some(classic));
     }
     let zip64_offset = find_zip64_end(file, u64_at(&locator, 8), locator_offset)?;
     let mut record = [0u8; ZIP64_END_LEN];
-    file.read_exact_at(&mut record, zip64_offset)?;
+    read_exact_at(file, &mut record, zip64_offset)?;
     Ok(Some(EndRecords {
         count: u64_at(&record, 32),
         cd_size: u64_at(&record, 40),
@@ -163,7 +163,7 @@ fn find_zip64_end(file: &File, stated: u64, locator_offset: u64) -> Result<u64, 
             return Ok(false);
         }
         let mut sig = [0u8; 4];
-        file.read_exact_at(&mut sig, offset)?;
+        read_exact_at(file, &mut sig, offset)?;
         Ok(u32_at(&sig, 0) == ZIP64_END_SIG)
     };
     if has_signature(stated)? {
@@ -296,7 +296,7 @@ fn locate_data(file: &File, offset: u64, cd_offset: u64) -> Result<u64, ZipError
         });
     }
     let mut header = [0u8; LOCAL_HEADER_LEN];
-    file.read_exact_at(&mut header, offset)?;
+    read_exact_at(file, &mut header, offset)?;
     if u32_at(&header, 0) != LOCAL_HEADER_SIG {
         return Err(ZipError::BadSignature {
             what: "local header",

@@ -2,9 +2,11 @@
 //! weights, `.args`), and resolving `-m NAME` to a byte range that can be mapped in place.
 //!
 //! Owns: finding the ZIP ([`directory`], ZIP64 aware), checking that an entry can be mapped
-//! (stored, aligned), reading small entries, and [`resolve_model`]. It does not map or parse
-//! GGUF data (that is `gguf`'s job, given a [`ModelLocation`]) and does not write ZIPs
-//! (`tools/zipalign` does, with [`format`](mod@format)'s constants and [`crc32`](mod@crc32)).
+//! (stored, aligned), reading small entries, and [`resolve_model`] (whose rule includes side
+//! files beside the executable), and the pieces of writing one ([`output`]: a temporary file
+//! renamed into place once on disk; [`pack`]: aligned entries and the central directory;
+//! [`records`]: their bytes), used by `tools/zipalign` and `--upgrade-engine`. It does not map
+//! or parse GGUF data (that is `gguf`'s job, given a [`ModelLocation`]).
 //!
 //! ```no_run
 //! use llamafile::bundle::{resolve_model, Bundle};
@@ -17,14 +19,18 @@
 pub mod crc32;
 pub mod directory;
 pub mod format;
+pub mod output;
+pub mod pack;
+pub mod records;
 mod resolve;
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::platform::read_exact_at;
+
 pub use directory::{Directory, Entry, ZipError};
-pub use resolve::{resolve_model, ModelLocation};
+pub use resolve::{resolve_model, resolve_model_beside, ModelLocation};
 
 /// Entry data must start at a multiple of this for the GGUF inside to be usable in place
 /// (GGUF's default alignment); a multiple of the page size also allows a zero-offset mapping.
@@ -77,8 +83,13 @@ pub enum BundleError {
     NoGgufInside { path: PathBuf },
     #[error("{}: its ZIP holds several .gguf entries ({}), so which is the model is unclear", path.display(), names.join(", "))]
     SeveralGgufInside { path: PathBuf, names: Vec<String> },
-    #[error("model {name:?}: no such file, and {}", match own { Some(p) => format!("no such entry in {}", p.display()), None => "this executable holds no ZIP".to_string() })]
-    ModelNotFound { name: String, own: Option<PathBuf> },
+    #[error("model {name:?}: no such file, {}{}", match own { Some(p) => format!("no such entry in {}", p.display()), None => "this executable holds no ZIP".to_string() }, match beside { Some(d) => format!(", and not beside the program in {}", d.display()), None => String::new() })]
+    ModelNotFound {
+        name: String,
+        own: Option<PathBuf>,
+        /// The directory searched for a side file, if any.
+        beside: Option<PathBuf>,
+    },
 }
 
 /// A file that ends with a ZIP, its entries listed once.
@@ -120,6 +131,16 @@ impl Bundle {
         &self.path
     }
 
+    /// Where the ZIP starts: the length of the executable in front of it.
+    pub fn archive_start(&self) -> u64 {
+        self.directory.archive_start
+    }
+
+    /// The open file, for copying entries out of it.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
     pub fn entries(&self) -> &[Entry] {
         &self.directory.entries
     }
@@ -149,12 +170,12 @@ impl Bundle {
             });
         }
         let mut data = vec![0u8; entry.compressed_size as usize];
-        self.file
-            .read_exact_at(&mut data, entry.data_offset)
-            .map_err(|source| BundleError::Io {
+        read_exact_at(&self.file, &mut data, entry.data_offset).map_err(|source| {
+            BundleError::Io {
                 path: self.path.clone(),
                 source,
-            })?;
+            }
+        })?;
         if crc32::crc32(&data) != entry.crc32 {
             return Err(BundleError::BadChecksum {
                 path: self.path.clone(),

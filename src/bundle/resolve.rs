@@ -1,5 +1,11 @@
-//! `-m NAME` → the file and byte range holding a GGUF: a file on disk first (a plain GGUF, or
-//! a llamafile holding exactly one `.gguf`), then the entry `NAME` or `/zip/NAME` of our own ZIP.
+//! `-m NAME` → the file and byte range holding a GGUF. The rule, the same on every platform:
+//! 1. `NAME` as a path (relative ones from the current directory) naming a file on disk: a
+//!    plain GGUF, or a llamafile holding exactly one `.gguf`;
+//! 2. the entry `NAME` (or `/zip/NAME`) of our own ZIP;
+//! 3. for a relative `NAME`, the file `NAME` in the directory holding our own executable (a
+//!    *side file*: how a llamafile too large to carry its weights, such as a Windows `.exe`
+//!    over 4 GiB, finds them; its `.args` names them as in step 2, so the two forms share one
+//!    `.args`).
 
 use std::fs::File;
 use std::io::Read;
@@ -18,21 +24,43 @@ pub struct ModelLocation {
 
 const GGUF_MAGIC: &[u8; 4] = b"GGUF";
 
-/// Resolves a model argument; `own` is our own executable's ZIP, if it has one.
+/// Resolves a model argument by the module's rule; `own` is our own executable's ZIP, if it
+/// has one. Side files are looked for beside the running executable.
 pub fn resolve_model(arg: &str, own: Option<&Bundle>) -> Result<ModelLocation, BundleError> {
+    let program = match own {
+        Some(bundle) => Some(bundle.path().to_path_buf()),
+        None => std::env::current_exe().ok(),
+    };
+    let program_dir = program.as_deref().and_then(Path::parent);
+    resolve_model_beside(arg, own, program_dir)
+}
+
+/// [`resolve_model`] with side files looked for in `program_dir` (none: not at all).
+pub fn resolve_model_beside(
+    arg: &str,
+    own: Option<&Bundle>,
+    program_dir: Option<&Path>,
+) -> Result<ModelLocation, BundleError> {
     if !arg.starts_with("/zip/") {
         let path = Path::new(arg);
         if path.is_file() {
             return locate_on_disk(path);
         }
     }
-    match own {
-        Some(bundle) if bundle.entry(arg).is_some() => bundle.locate(arg),
-        _ => Err(BundleError::ModelNotFound {
-            name: arg.to_string(),
-            own: own.map(|b| b.path().to_path_buf()),
-        }),
+    if let Some(bundle) = own.filter(|b| b.entry(arg).is_some()) {
+        return bundle.locate(arg);
     }
+    let side = program_dir
+        .filter(|_| !arg.starts_with("/zip/") && Path::new(arg).is_relative())
+        .map(|dir| dir.join(arg));
+    if let Some(side) = side.filter(|p| p.is_file()) {
+        return locate_on_disk(&side);
+    }
+    Err(BundleError::ModelNotFound {
+        name: arg.to_string(),
+        own: own.map(|b| b.path().to_path_buf()),
+        beside: program_dir.map(Path::to_path_buf),
+    })
 }
 
 fn locate_on_disk(path: &Path) -> Result<ModelLocation, BundleError> {

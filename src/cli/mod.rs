@@ -222,6 +222,11 @@ pub struct Cli {
     #[arg(long = "perplexity")]
     pub perplexity: bool,
 
+    /// Write OUT: this engine with the weights and .args of the llamafile OLD, copied as
+    /// stored (refused when this engine cannot run OLD's model).
+    #[arg(long = "upgrade-engine", num_args = 2, value_names = ["OLD", "OUT"])]
+    pub upgrade_engine: Option<Vec<PathBuf>>,
+
     /// Write one JSON line per generated token (id, piece, top-5 logits) to this file.
     #[arg(long = "trace-tokens", value_name = "FILE")]
     pub trace_tokens: Option<PathBuf>,

@@ -32,7 +32,7 @@ impl SharedBytes {
     /// out; owned buffers need nothing.
     pub fn lock_in_memory(&self) -> std::io::Result<()> {
         match &*self.storage {
-            Storage::Mapped(m) => m.lock(),
+            Storage::Mapped(m) => crate::platform::lock_in_memory(m),
             Storage::Owned(_) => Ok(()),
         }
     }

@@ -3,9 +3,8 @@
 //! with its CRC-32, then a new central directory and ZIP64 end records.
 
 use std::collections::HashSet;
-use std::fs::{self, File, Permissions};
+use std::fs::{self, File};
 use std::io::{self, Read};
-use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
@@ -13,16 +12,14 @@ use anyhow::{bail, Context, Result};
 use llamafile::bundle::crc32::Crc32;
 use llamafile::bundle::directory::read_directory;
 use llamafile::bundle::format::{FLAG_UTF8, HOST_UNIX, METHOD_STORED, VERSION_ZIP64};
-use llamafile::bundle::Entry;
+use llamafile::bundle::output::Output;
+use llamafile::bundle::pack::{copy_entry, copy_range, start_entry, write_central_directory};
+use llamafile::bundle::{records, Entry};
 
 use crate::options::Options;
-use crate::output::Output;
-use crate::records;
 
 /// The time stamped on entries without `-N`: fixed, so that output is reproducible.
 const FIXED_TIMESTAMP: i64 = 1_700_000_000;
-/// Streaming buffer: fixed size, however large the file.
-const CHUNK: usize = 1 << 20;
 
 /// A FILE to add, opened and named before anything is written.
 struct Input {
@@ -51,13 +48,13 @@ pub fn run(opts: &Options) -> Result<()> {
             if !metadata.is_file() {
                 bail!("{zip_name}: not a regular file");
             }
-            metadata.permissions()
+            Some(metadata.permissions())
         }
-        None => Permissions::from_mode(0o644),
+        None => None,
     };
     let mut out = Output::create(&target)
         .with_context(|| format!("{zip_name}: cannot create a temporary file beside it"))?;
-    let mut buf = vec![0u8; CHUNK];
+    let mut buf = vec![0u8; llamafile::bundle::pack::CHUNK];
     let mut entries = Vec::new();
     if let Some(source) = &source {
         let replaced: HashSet<&str> = inputs.iter().map(|i| i.name.as_str()).collect();
@@ -78,6 +75,8 @@ pub fn run(opts: &Options) -> Result<()> {
         entries.push(entry);
     }
     write_central_directory(&entries, &mut out).context(zip_name.clone())?;
+    // Windows does not replace a file that is open; close the old archive first.
+    drop(source);
     out.commit(permissions).context(zip_name)?;
     Ok(())
 }
@@ -155,43 +154,13 @@ fn copy_existing(
             }
             continue;
         }
-        let mut entry = old.clone();
-        start_entry(&mut entry, opts.alignment, out);
-        copy_range(source, old.data_offset, old.compressed_size, out, buf)?;
-        out.write_back(entry.local_header_offset, &records::local_header(&entry))?;
+        let entry = copy_entry(source, &old, opts.alignment, out, buf)?;
         if opts.verbose {
             eprintln!("zipalign: keeping {}", entry.name);
         }
         kept.push(entry);
     }
     Ok(kept)
-}
-
-/// Places `entry`'s local header so that its data starts on an `alignment` boundary, and moves
-/// the output to that data.
-fn start_entry(entry: &mut Entry, alignment: u64, out: &mut Output) {
-    let header_len = records::local_header_len(&entry.name);
-    let data_offset = (out.position() + header_len).next_multiple_of(alignment);
-    entry.local_header_offset = data_offset - header_len;
-    entry.data_offset = data_offset;
-    out.skip_to(data_offset);
-}
-
-fn copy_range(
-    source: &File,
-    offset: u64,
-    len: u64,
-    out: &mut Output,
-    buf: &mut [u8],
-) -> io::Result<()> {
-    let mut done = 0;
-    while done < len {
-        let n = buf.len().min((len - done) as usize);
-        source.read_exact_at(&mut buf[..n], offset + done)?;
-        out.write_sparse(&buf[..n])?;
-        done += n as u64;
-    }
-    Ok(())
 }
 
 fn add_file(input: &Input, opts: &Options, out: &mut Output, buf: &mut [u8]) -> Result<Entry> {
@@ -216,7 +185,7 @@ fn add_file(input: &Input, opts: &Options, out: &mut Output, buf: &mut [u8]) -> 
         crc32: 0,
         compressed_size: 0,
         uncompressed_size: 0,
-        external_attributes: (0o100_000 | (input.metadata.mode() & 0o7777)) << 16,
+        external_attributes: (0o100_000 | unix_mode(&input.metadata)) << 16,
         local_header_offset: 0,
         data_offset: 0,
     };
@@ -243,6 +212,22 @@ fn add_file(input: &Input, opts: &Options, out: &mut Output, buf: &mut [u8]) -> 
     Ok(entry)
 }
 
+/// The permission bits stored for an entry: the file's own on Unix; on Windows `r--r--r--`
+/// for a read-only file, else `rw-r--r--`.
+#[cfg(unix)]
+fn unix_mode(metadata: &fs::Metadata) -> u32 {
+    std::os::unix::fs::MetadataExt::mode(metadata) & 0o7777
+}
+
+#[cfg(windows)]
+fn unix_mode(metadata: &fs::Metadata) -> u32 {
+    if metadata.permissions().readonly() {
+        0o444
+    } else {
+        0o644
+    }
+}
+
 /// Reads until `buf` is full or the input ends; returns the bytes read.
 fn fill(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
@@ -255,15 +240,6 @@ fn fill(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
         }
     }
     Ok(filled)
-}
-
-fn write_central_directory(entries: &[Entry], out: &mut Output) -> io::Result<()> {
-    let offset = out.position();
-    for entry in entries {
-        out.write(&records::central_header(entry))?;
-    }
-    let size = out.position() - offset;
-    out.write(&records::end_records(entries.len() as u64, offset, size))
 }
 
 #[cfg(test)]

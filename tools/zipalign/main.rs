@@ -6,8 +6,6 @@
 
 mod archive;
 mod options;
-mod output;
-mod records;
 
 use std::process::ExitCode;
 

@@ -1,9 +1,10 @@
-//! Encoding the PKZIP records zipalign writes: local headers and central directory records
-//! that always carry a ZIP64 extra block, and the ZIP64 end record, locator and classic end
-//! record. Layouts and signatures come from `llamafile::bundle::format`, shared with the reader.
+//! Encoding the PKZIP records we write (zipalign, `--upgrade-engine`): local headers and
+//! central directory records that always carry a ZIP64 extra block, and the ZIP64 end record,
+//! locator and classic end record. Layouts and signatures come from [`super::format`], shared
+//! with the reader.
 
-use llamafile::bundle::format::*;
-use llamafile::bundle::Entry;
+use super::format::*;
+use super::Entry;
 
 /// ZIP64 extra block in a local header: id, length, uncompressed and compressed size.
 const LOCAL_ZIP64_EXTRA_LEN: usize = 4 + 8 + 8;

@@ -7,8 +7,9 @@
 
 use std::fs::{self, File, OpenOptions, Permissions};
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+
+use crate::platform::write_all_at;
 
 /// Temporary names tried before giving up.
 const MAX_ATTEMPTS: u32 = 100;
@@ -37,12 +38,7 @@ impl Output {
                 n => format!("-{n}"),
             };
             let temp = dir.join(format!(".{base}.zipalign-{pid}{suffix}.tmp"));
-            match OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&temp)
-            {
+            match private_file_options().open(&temp) {
                 Ok(file) => break (file, temp),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < MAX_ATTEMPTS => {
                     attempt += 1
@@ -70,7 +66,7 @@ impl Output {
     }
 
     pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.file.write_all_at(bytes, self.pos)?;
+        write_all_at(&self.file, bytes, self.pos)?;
         self.pos += bytes.len() as u64;
         Ok(())
     }
@@ -94,14 +90,17 @@ impl Output {
             offset + bytes.len() as u64 <= self.pos,
             "only fills in what is behind"
         );
-        self.file.write_all_at(bytes, offset)
+        write_all_at(&self.file, bytes, offset)
     }
 
-    /// Fixes the length (a trailing hole), gives the file `permissions`, flushes it to disk,
-    /// renames it over the target, and flushes the directory so that the rename is durable.
-    pub fn commit(mut self, permissions: Permissions) -> io::Result<()> {
+    /// Fixes the length (a trailing hole), gives the file `permissions` (`None`: those of a
+    /// new archive, `rw-r--r--` on Unix), flushes it to disk, renames it over the target, and
+    /// flushes the directory so that the rename is durable.
+    pub fn commit(mut self, permissions: Option<Permissions>) -> io::Result<()> {
         self.file.set_len(self.pos)?;
-        self.file.set_permissions(permissions)?;
+        if let Some(permissions) = permissions.or_else(new_archive_permissions) {
+            self.file.set_permissions(permissions)?;
+        }
         self.file.sync_all()?;
         fs::rename(&self.temp, &self.target)?;
         self.committed = true;
@@ -127,11 +126,38 @@ fn parent_dir(path: &Path) -> &Path {
 
 /// Flushes the directory holding `path` (its entries: a rename into it). File systems that
 /// cannot sync a directory say so with `EINVAL`; there is nothing more to do on those.
+#[cfg(unix)]
 fn sync_directory(path: &Path) -> io::Result<()> {
     match File::open(parent_dir(path))?.sync_all() {
         Err(e) if e.kind() == io::ErrorKind::InvalidInput => Ok(()),
         other => other,
     }
+}
+
+/// Windows cannot open a directory as a file to flush it; NTFS journals the rename itself.
+#[cfg(windows)]
+fn sync_directory(_path: &Path) -> io::Result<()> {
+    Ok(())
+}
+
+/// Options that create a new file readable by its owner only (until [`Output::commit`] gives
+/// it its final permissions); on Windows the new file inherits its directory's access rules.
+fn private_file_options() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options
+}
+
+#[cfg(unix)]
+fn new_archive_permissions() -> Option<Permissions> {
+    Some(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+}
+
+#[cfg(windows)]
+fn new_archive_permissions() -> Option<Permissions> {
+    None
 }
 
 fn is_zero(block: &[u8]) -> bool {
