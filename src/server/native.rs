@@ -80,7 +80,7 @@ pub fn completion(state: &State, body: &[u8], rsp: &mut Responder) -> Result<(),
             .int_in("n_predict", -1..=1 << 30)?
             .unwrap_or(state.config.n_predict),
         stop: o.stop("stop")?,
-        cache_prompt: o.bool("cache_prompt")?.unwrap_or(true),
+        cache_prompt: o.bool("cache_prompt")?.unwrap_or(state.config.cache_prompt),
         ignore_eos: o.bool("ignore_eos")?.unwrap_or(false),
         n_keep: o.int_in("n_keep", -1..=i64::from(u32::MAX))?,
         n_probs: match o.int_in("n_probs", 0..=100)?.unwrap_or(0) {
@@ -271,7 +271,7 @@ pub fn props(state: &State) -> Response {
         sampling: state.config.sampling.clone(),
         n_predict: state.config.n_predict,
         stop: Vec::new(),
-        cache_prompt: true,
+        cache_prompt: state.config.cache_prompt,
         ignore_eos: false,
         n_probs: None,
         n_keep: Some(state.config.n_keep),
