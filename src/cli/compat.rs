@@ -114,7 +114,7 @@ pub struct CompatArgs {
     )]
     pub metrics: bool,
 
-    /// Accepted; GET /props is always served (POST /props is not built).
+    /// Allow POST /props (GET /props is always served).
     #[arg(
         long = "props",
         env = "LLAMA_ARG_ENDPOINT_PROPS",

@@ -86,6 +86,8 @@ pub struct ServerConfig {
     pub api_prefix: String,
     /// Which other sites' pages may call the API.
     pub cors: cors::Cors,
+    /// `POST /props` is allowed (`--props`).
+    pub props_writable: bool,
     /// `--context-shift` and `--keep`.
     pub context_shift: bool,
     pub n_keep: i64,
@@ -164,6 +166,7 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
         slots_endpoint: sw.slots,
         cache_prompt: sw.cache_prompt,
         api_prefix: cli.srv.api_prefix.clone().unwrap_or_default(),
+        props_writable: cli.compat.props,
         cors: cors::Cors::new(
             cli.srv.cors_origins.as_deref(),
             &cli.srv.cors_methods,

@@ -291,9 +291,25 @@ pub fn props(state: &State) -> Response {
             "bos_token": text(tok.bos()),
             "eos_token": text(tok.eos()),
             "build_info": concat!("llamafile-rs ", env!("CARGO_PKG_VERSION")),
+            "chat_template_caps": {},
             "modalities": { "vision": false, "audio": false },
+            "is_sleeping": false,
         }),
     )
+}
+
+/// `POST /props` (with `--props`): llama-server documents no writable property yet, so a
+/// JSON object is accepted and nothing changes.
+pub fn set_props(state: &State, body: &[u8]) -> Result<Response, ApiError> {
+    if !state.config.props_writable {
+        return Err(ApiError::new(
+            501,
+            "not_supported_error",
+            "this server does not change properties: start it with --props",
+        ));
+    }
+    parse_body(body)?;
+    Ok(Response::json(200, &json!({ "success": true })))
 }
 
 /// `GET /slots`.

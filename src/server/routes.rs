@@ -90,8 +90,10 @@ fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiErr
         "/tokenize" if post => send(rsp, native::tokenize(state, &req.body)?),
         "/detokenize" if post => send(rsp, native::detokenize(state, &req.body)?),
         "/apply-template" if post => send(rsp, native::apply_template(state, &req.body)?),
-        "/" | "/index.html" | "/health" | "/v1/health" | "/v1/models" | "/models" | "/props"
-        | "/slots" | "/metrics" => Err(method_not_allowed(&req.method, "GET")),
+        "/props" if post => send(rsp, native::set_props(state, &req.body)?),
+        "/props" => Err(method_not_allowed(&req.method, "GET or POST")),
+        "/" | "/index.html" | "/health" | "/v1/health" | "/v1/models" | "/models" | "/slots"
+        | "/metrics" => Err(method_not_allowed(&req.method, "GET")),
         "/v1/chat/completions"
         | "/chat/completions"
         | "/v1/completions"
