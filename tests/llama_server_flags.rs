@@ -2,7 +2,7 @@
 //! (it acts, does nothing for a stated reason, or refuses a feature not built in one line),
 //! never "unexpected argument"; refused features exit non-zero naming the feature; the
 //! `LLAMA_ARG_*` variables act like their flags, and the command line wins over them. The
-//! flags are read from the help text itself (tests/data/reference/llama-server-help.txt).
+//! flags are read from the help text itself (../shared/reference/llama-server/help.txt).
 
 mod common;
 

@@ -1,4 +1,5 @@
-//! `llama-server --help` (tests/data/reference/llama-server-help.txt) read as a list of flags:
+//! `llama-server --help` (`../shared/reference/llama-server/help.txt`, beside the checkout as CI
+//! has it; `LLAMA_SERVER_HELP` names another copy) read as a list of flags:
 //! every spelling, the value each takes, its environment variable and its default, so tests can
 //! check our parser against the contract without a list of our own.
 
@@ -77,14 +78,23 @@ impl HelpFlag {
     }
 }
 
-/// The help text's path.
+/// The help text's path. It is read where the project's shared references live, not copied in.
 pub fn help_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/reference/llama-server-help.txt")
+    if let Ok(p) = std::env::var("LLAMA_SERVER_HELP") {
+        return PathBuf::from(p);
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/llama-server/help.txt")
 }
 
 /// Every entry of the help text, in order.
 pub fn llama_server_flags() -> Vec<HelpFlag> {
-    let text = std::fs::read_to_string(help_path()).expect("read the llama-server help text");
+    let path = help_path();
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (llama-server's --help: set LLAMA_SERVER_HELP, or keep ../shared beside the checkout)",
+            path.display()
+        )
+    });
     let mut out: Vec<(HelpFlag, String)> = Vec::new();
     for line in text.lines() {
         if line.starts_with('-') && !line.starts_with("-----") {
