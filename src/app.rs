@@ -104,13 +104,13 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
     }
     let mut clock = RunClock::start();
     let threads = cli
-        .threads
+        .thread_count()
         .unwrap_or_else(crate::cores::physical_cores)
         .max(1);
     crate::pool::init(threads);
     let name = model_name(cli, own)?;
     let loaded = load_model(&name, own)?;
-    if cli.compat.mlock {
+    if cli.compat.lock_weights() {
         if let Err(e) = loaded.model.file.shared_bytes().lock_in_memory() {
             eprintln!(
                 "llamafile: --mlock: cannot lock the weights in memory ({e}){}",
@@ -133,8 +133,8 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
             crate::quant::kernel_variant()
         );
     }
-    if let Some(n) = cli.n_gpu_layers {
-        if n != 0 && cli.verbose {
+    if let Some(n) = &cli.n_gpu_layers {
+        if n != "0" && cli.verbose {
             eprintln!("llamafile: -ngl {n}: no GPU backend in this build, running on the CPU");
         }
     }

@@ -430,9 +430,10 @@ fn chat_template_errors_are_one_line() {
             &["--chat-template-file", "/nonexistent/t.jinja"],
             "cannot read chat template file",
         ),
+        // As in llama.cpp, the later of the two wins.
         (
             &["--chat-template", "chatml", "--chat-template-file", "x"],
-            "not both",
+            "cannot read chat template file x",
         ),
     ] {
         let mut argv = vec!["-m", m, "--chat", "--port", "0"];

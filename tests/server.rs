@@ -456,7 +456,7 @@ fn bad_input_is_a_4xx_json_error_and_the_server_keeps_serving() {
         &json!({"messages": [{"role": "user", "content": long}]}),
     );
     assert_error(&r, 400, "context");
-    assert_eq!(r.json()["error"]["code"], "context_length_exceeded");
+    assert_eq!(r.json()["error"]["type"], "exceed_context_size_error");
 
     assert_error(&get(p, "/no/such/endpoint"), 404, "/no/such/endpoint");
     assert_error(&request(p, "DELETE", "/health", &[], ""), 405, "DELETE");

@@ -1,5 +1,5 @@
-//! llama.cpp flags that scripts and habits carry over. Some act here (`--ignore-eos`,
-//! `--reverse-prompt`, `-sys`, `-sp`, `--no-webui`, `--mlock`); the rest name things this engine always does or never
+//! llama.cpp flags that scripts and habits carry over (llama-cli's, mostly). Some act here
+//! (`--ignore-eos`, `--reverse-prompt`, `-sys`, `-sp`, `--mlock`, `-lm mlock`); the rest name things this engine always does or never
 //! needs (flash attention, continuous batching, warm-up, logging, NUMA, mlock, ...) and are
 //! accepted so that a llama.cpp command line runs unchanged. Values that would ask for
 //! something this engine cannot do (a quantized KV cache) are refused by [`CompatArgs::check`].
@@ -35,15 +35,15 @@ pub struct CompatArgs {
     pub special: bool,
 
     /// Flash attention: on, off or auto. Attention here is always the fused kind.
-    #[arg(long = "flash-attn", num_args = 0..=1, default_missing_value = "on", value_name = "on|off|auto")]
+    #[arg(long = "flash-attn", num_args = 0..=1, default_missing_value = "on", value_name = "on|off|auto", env = "LLAMA_ARG_FLASH_ATTN")]
     pub flash_attn: Option<String>,
 
     /// KV cache type for keys; only f16 is supported.
-    #[arg(long = "cache-type-k", value_name = "TYPE")]
+    #[arg(long = "cache-type-k", value_name = "TYPE", env = "LLAMA_ARG_CACHE_TYPE_K", value_parser = KV_TYPES)]
     pub cache_type_k: Option<String>,
 
     /// KV cache type for values; only f16 is supported.
-    #[arg(long = "cache-type-v", value_name = "TYPE")]
+    #[arg(long = "cache-type-v", value_name = "TYPE", env = "LLAMA_ARG_CACHE_TYPE_V", value_parser = KV_TYPES)]
     pub cache_type_v: Option<String>,
 
     /// Threads for batches: one pool (-t) serves both here.
@@ -53,6 +53,16 @@ pub struct CompatArgs {
     /// Lock the mapped weights in RAM (mlock), as llama.cpp does; a warning if not allowed.
     #[arg(long = "mlock")]
     pub mlock: bool,
+
+    /// How weights are loaded: mlock and mmap+mlock lock them in RAM as --mlock does; auto,
+    /// none, mmap and dio map them in place (the only way here).
+    #[arg(
+        long = "load-mode",
+        value_name = "MODE",
+        env = "LLAMA_ARG_LOAD_MODE",
+        value_parser = ["auto", "none", "mmap", "mlock", "mmap+mlock", "dio"]
+    )]
+    pub load_mode: Option<String>,
 
     /// Accepted; no effect here (weights are always mapped in place).
     #[arg(long = "no-mmap")]
@@ -66,11 +76,13 @@ pub struct CompatArgs {
     #[arg(long = "log-disable")]
     pub log_disable: bool,
 
-    /// Accepted; no effect here.
+    /// Accepted; no effect here (the log is a few lines; -v shows more).
     #[arg(
         long = "log-verbosity",
+        visible_alias = "verbosity",
         value_name = "N",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        env = "LLAMA_ARG_LOG_VERBOSITY"
     )]
     pub log_verbosity: Option<i32>,
 
@@ -94,36 +106,34 @@ pub struct CompatArgs {
     #[arg(long = "no-conversation")]
     pub no_conversation: bool,
 
-    /// Accepted; the server always batches continuously.
-    #[arg(long = "cont-batching")]
-    pub cont_batching: bool,
-
     /// Accepted; /metrics is always served.
-    #[arg(long = "metrics")]
+    #[arg(
+        long = "metrics",
+        env = "LLAMA_ARG_ENDPOINT_METRICS",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     pub metrics: bool,
 
-    /// Accepted; /slots is always served.
-    #[arg(long = "slots")]
-    pub slots: bool,
-
-    /// Accepted; /props is always served.
-    #[arg(long = "props")]
+    /// Allow POST /props (GET /props is always served).
+    #[arg(
+        long = "props",
+        env = "LLAMA_ARG_ENDPOINT_PROPS",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     pub props: bool,
 
-    /// Serve the chat page (the default).
-    #[arg(long = "webui", overrides_with = "no_webui")]
-    pub webui: bool,
-
-    /// Serve the API only: `GET /` answers 404 and no browser is opened.
-    #[arg(long = "no-webui", overrides_with = "webui")]
-    pub no_webui: bool,
-
-    /// Accepted; no effect here.
-    #[arg(long = "cache-reuse", value_name = "N")]
+    /// Accepted; no effect here (a request reuses the longest cached prefix of a slot; no
+    /// chunks are shifted).
+    #[arg(long = "cache-reuse", value_name = "N", env = "LLAMA_ARG_CACHE_REUSE")]
     pub cache_reuse: Option<usize>,
 
-    /// Accepted; no effect here.
-    #[arg(long = "numa", value_name = "TYPE")]
+    /// Accepted; no effect here (threads are not placed by NUMA node).
+    #[arg(
+        long = "numa",
+        value_name = "TYPE",
+        env = "LLAMA_ARG_NUMA",
+        value_parser = ["distribute", "isolate", "numactl"]
+    )]
     pub numa: Option<String>,
 
     /// Accepted; no effect here.
@@ -131,7 +141,7 @@ pub struct CompatArgs {
     pub prio: Option<i32>,
 
     /// Accepted; everything runs on the CPU here.
-    #[arg(long = "device", value_name = "LIST")]
+    #[arg(long = "device", value_name = "LIST", env = "LLAMA_ARG_DEVICE")]
     pub device: Option<String>,
 }
 
@@ -145,12 +155,22 @@ pub const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-sp", "--special"),
     ("-lv", "--log-verbosity"),
     ("-co", "--color"),
-    ("-cb", "--cont-batching"),
     ("-dev", "--device"),
     ("-no-cnv", "--no-conversation"),
+    ("-lm", "--load-mode"),
+];
+
+/// The KV cache types llama.cpp knows (only f16 is accepted by [`CompatArgs::check`]).
+const KV_TYPES: [&str; 9] = [
+    "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1",
 ];
 
 impl CompatArgs {
+    /// Whether the weights are to be locked in RAM (`--mlock`, `-lm mlock`).
+    pub fn lock_weights(&self) -> bool {
+        self.mlock || matches!(self.load_mode.as_deref(), Some("mlock" | "mmap+mlock"))
+    }
+
     /// Refuses values this engine cannot honour, naming the flag.
     pub fn check(&self) -> Result<(), String> {
         for (flag, ty) in [

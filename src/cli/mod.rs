@@ -1,16 +1,40 @@
 //! The command line: one clap parser with llama.cpp's flag names, shared by every mode, then
 //! validation into typed options. llama.cpp's multi-letter short flags (`-ngl`, `-np`, ...) are
 //! rewritten to their long forms before clap sees them.
+//!
+//! Every flag of `llama-server --help` is accepted: the ones this program acts on are typed
+//! fields here and in `compat`, `spec` and `server_flags`; the ones it accepts without effect,
+//! or refuses because the feature is not built, are tables (`table`) grouped by concern
+//! (`hardware`, `model_flags`, `server_flags`, `logging`, `sampling_flags`, `spec`). Their
+//! `LLAMA_ARG_*` environment variables work too; the command line wins over a variable.
 
 mod compat;
+mod hardware;
+mod logging;
+mod model_flags;
+mod sampling_flags;
+mod server_flags;
 mod spec;
+mod table;
 
 pub use compat::CompatArgs;
+pub use server_flags::ServerArgs;
 pub use spec::SpecArgs;
 
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
 use std::ffi::OsString;
 use std::path::PathBuf;
+
+/// The tables of flags accepted without effect or refused, by concern.
+const TABLES: &[&[table::Flag]] = &[
+    hardware::FLAGS,
+    model_flags::FLAGS,
+    server_flags::FLAGS,
+    logging::FLAGS,
+    sampling_flags::FLAGS,
+    spec::FLAGS,
+];
 
 /// Raw flags as typed by the user.
 #[derive(Parser, Debug, Clone)]
@@ -19,13 +43,31 @@ use std::path::PathBuf;
     version,
     about = "Run a GGUF language model from one file",
     disable_help_subcommand = true,
+    disable_help_flag = true,
     // As in llama.cpp, a later flag overrides an earlier one: the user's arguments override
     // the defaults from `.args` that come before them.
     args_override_self = true
 )]
 pub struct Cli {
+    /// Print help.
+    #[arg(short = 'h', long = "help", visible_alias = "usage", action = clap::ArgAction::Help)]
+    help: Option<bool>,
+
+    /// Print the devices this build can offload to (none: it runs on the CPU) and exit.
+    #[arg(long = "list-devices")]
+    pub list_devices: bool,
+
+    /// Print a bash completion script for this program's flags and exit.
+    #[arg(long = "completion-bash")]
+    pub completion_bash: bool,
+
     /// Model: a GGUF file, a llamafile, or an entry of this executable's own ZIP.
-    #[arg(short = 'm', long = "model", value_name = "FNAME")]
+    #[arg(
+        short = 'm',
+        long = "model",
+        value_name = "FNAME",
+        env = "LLAMA_ARG_MODEL"
+    )]
     pub model: Option<String>,
 
     /// Prompt text.
@@ -37,48 +79,77 @@ pub struct Cli {
     pub file: Option<PathBuf>,
 
     /// Tokens to generate (-1: until end of generation or a full context).
-    #[arg(short = 'n', long = "n-predict", visible_alias = "predict", default_value_t = -1, allow_negative_numbers = true)]
+    #[arg(short = 'n', long = "n-predict", visible_alias = "predict", default_value_t = -1, allow_negative_numbers = true, env = "LLAMA_ARG_N_PREDICT")]
     pub n_predict: i64,
 
     /// Context size in tokens (0: the model's training context).
-    #[arg(short = 'c', long = "ctx-size", default_value_t = 4096)]
+    #[arg(
+        short = 'c',
+        long = "ctx-size",
+        default_value_t = 4096,
+        env = "LLAMA_ARG_CTX_SIZE"
+    )]
     pub ctx_size: usize,
 
+    /// Whether -c (or its variable) was given rather than defaulted.
+    #[arg(skip)]
+    pub ctx_size_given: bool,
+
     /// Logical batch size: most tokens fed to one forward pass.
-    #[arg(short = 'b', long = "batch-size", default_value_t = 2048)]
+    #[arg(
+        short = 'b',
+        long = "batch-size",
+        default_value_t = 2048,
+        env = "LLAMA_ARG_BATCH"
+    )]
     pub batch_size: usize,
 
     /// Physical batch size: most tokens one forward pass computes (prompts are fed in chunks of
     /// the smaller of this and --batch-size).
-    #[arg(long = "ubatch-size", default_value_t = 512)]
+    #[arg(long = "ubatch-size", default_value_t = 512, env = "LLAMA_ARG_UBATCH")]
     pub ubatch_size: usize,
 
-    /// Compute threads (default: the physical cores this process may use).
-    #[arg(short = 't', long = "threads")]
-    pub threads: Option<usize>,
+    /// Compute threads (default, or -1: the physical cores this process may use).
+    #[arg(
+        short = 't',
+        long = "threads",
+        allow_negative_numbers = true,
+        env = "LLAMA_ARG_THREADS"
+    )]
+    pub threads: Option<i64>,
 
     /// Random seed (-1: a random one).
     #[arg(short = 's', long = "seed", default_value_t = -1, allow_negative_numbers = true)]
     pub seed: i64,
 
     /// Temperature (0: greedy).
-    #[arg(long = "temp", default_value_t = 0.8, allow_negative_numbers = true)]
+    #[arg(
+        long = "temp",
+        visible_alias = "temperature",
+        default_value_t = 0.8,
+        allow_negative_numbers = true,
+        env = "LLAMA_ARG_TEMPERATURE"
+    )]
     pub temp: f32,
 
     /// Top-k sampling (0: off).
-    #[arg(long = "top-k", default_value_t = 40)]
+    #[arg(long = "top-k", default_value_t = 40, env = "LLAMA_ARG_TOP_K")]
     pub top_k: i32,
 
     /// Top-p sampling (1.0: off).
-    #[arg(long = "top-p", default_value_t = 0.95)]
+    #[arg(long = "top-p", default_value_t = 0.95, env = "LLAMA_ARG_TOP_P")]
     pub top_p: f32,
 
     /// Min-p sampling (0.0: off).
-    #[arg(long = "min-p", default_value_t = 0.05)]
+    #[arg(long = "min-p", default_value_t = 0.05, env = "LLAMA_ARG_MIN_P")]
     pub min_p: f32,
 
     /// Repetition penalty (1.0: off).
-    #[arg(long = "repeat-penalty", default_value_t = 1.0)]
+    #[arg(
+        long = "repeat-penalty",
+        default_value_t = 1.0,
+        env = "LLAMA_ARG_REPEAT_PENALTY"
+    )]
     pub repeat_penalty: f32,
 
     /// Tokens the repetition penalty looks back over (0: off, -1: whole context).
@@ -93,7 +164,8 @@ pub struct Cli {
     #[arg(
         long = "presence-penalty",
         default_value_t = 0.0,
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        env = "LLAMA_ARG_PRESENCE_PENALTY"
     )]
     pub presence_penalty: f32,
 
@@ -101,7 +173,8 @@ pub struct Cli {
     #[arg(
         long = "frequency-penalty",
         default_value_t = 0.0,
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        env = "LLAMA_ARG_FREQUENCY_PENALTY"
     )]
     pub frequency_penalty: f32,
 
@@ -126,11 +199,11 @@ pub struct Cli {
     pub dry_sequence_breaker: Vec<String>,
 
     /// Top-n-sigma sampling (-1: off).
-    #[arg(long = "top-n-sigma", default_value_t = -1.0, allow_negative_numbers = true)]
+    #[arg(long = "top-n-sigma", visible_alias = "top-nsigma", default_value_t = -1.0, allow_negative_numbers = true)]
     pub top_n_sigma: f32,
 
     /// Locally typical sampling, parameter p (1.0: off).
-    #[arg(long = "typical", default_value_t = 1.0)]
+    #[arg(long = "typical", visible_alias = "typical-p", default_value_t = 1.0)]
     pub typical: f32,
 
     /// XTC probability (0.0: off).
@@ -231,9 +304,15 @@ pub struct Cli {
     #[arg(long = "trace-tokens", value_name = "FILE")]
     pub trace_tokens: Option<PathBuf>,
 
-    /// Layers to offload to the GPU (accepted; this build runs on the CPU).
-    #[arg(long = "n-gpu-layers", visible_alias = "gpu-layers")]
-    pub n_gpu_layers: Option<i64>,
+    /// Layers to offload to the GPU: a number, auto or all (accepted; this build runs on the CPU).
+    #[arg(
+        long = "n-gpu-layers",
+        visible_alias = "gpu-layers",
+        allow_negative_numbers = true,
+        env = "LLAMA_ARG_N_GPU_LAYERS",
+        value_parser = gpu_layers
+    )]
+    pub n_gpu_layers: Option<String>,
 
     /// Measure prompt processing and generation speed like llama-bench (-p and -n are then
     /// the prompt and generation sizes, default 512 and 128).
@@ -258,7 +337,7 @@ pub struct Cli {
     pub bench_output: Option<String>,
 
     /// Log model details and the chosen CPU kernels to stderr.
-    #[arg(short = 'v', long = "verbose")]
+    #[arg(short = 'v', long = "verbose", visible_alias = "log-verbose")]
     pub verbose: bool,
 
     /// Serve the chat page and the HTTP API (the default when no prompt is given).
@@ -273,33 +352,45 @@ pub struct Cli {
     #[arg(long = "chat", visible_alias = "conversation")]
     pub chat: bool,
 
-    /// Server: address to listen on.
-    #[arg(long = "host", default_value = "127.0.0.1")]
+    /// Server: addresses to listen on, comma-separated.
+    #[arg(long = "host", default_value = "127.0.0.1", env = "LLAMA_ARG_HOST")]
     pub host: String,
 
     /// Server: port to listen on (the next ones up to +10 are tried when it is taken; 0: any).
-    #[arg(long = "port", default_value_t = 8080)]
+    #[arg(long = "port", default_value_t = 8080, env = "LLAMA_ARG_PORT")]
     pub port: u16,
 
-    /// Server: parallel sequences (slots); -c is split between them.
-    #[arg(long = "parallel", default_value_t = 4)]
-    pub parallel: usize,
+    /// Server: parallel sequences (slots); -c is split between them (-1: 4).
+    #[arg(
+        long = "parallel",
+        default_value_t = -1,
+        allow_negative_numbers = true,
+        env = "LLAMA_ARG_N_PARALLEL"
+    )]
+    pub parallel: i64,
 
-    /// Server: require `Authorization: Bearer KEY` on API requests.
-    #[arg(long = "api-key", value_name = "KEY")]
+    /// Server: require `Authorization: Bearer KEY` on API requests (several keys:
+    /// comma-separated).
+    #[arg(long = "api-key", value_name = "KEY", env = "LLAMA_API_KEY")]
     pub api_key: Option<String>,
 
     /// Server: do not open the chat page in a browser.
     #[arg(long = "nobrowser", visible_alias = "no-browser")]
     pub nobrowser: bool,
 
-    /// Server: the model name shown to clients (default: the model's file name).
-    #[arg(short = 'a', long = "alias")]
+    /// Server: the model's names for clients, comma-separated; the first is shown (default:
+    /// the model's file name), any is accepted as a request's `model`.
+    #[arg(short = 'a', long = "alias", env = "LLAMA_ARG_ALIAS")]
     pub alias: Option<String>,
 
-    /// Server: connection worker threads (also the most connections served at once).
-    #[arg(long = "threads-http", default_value_t = 64)]
-    pub threads_http: usize,
+    /// Server: connection worker threads, also the most connections served at once (-1: 64).
+    #[arg(
+        long = "threads-http",
+        default_value_t = -1,
+        allow_negative_numbers = true,
+        env = "LLAMA_ARG_THREADS_HTTP"
+    )]
+    pub threads_http: i64,
 
     /// Server: seconds a request head, and then its body, may take to arrive, and a write may
     /// stall on a client that stopped reading (llama-server's read/write timeout).
@@ -307,12 +398,14 @@ pub struct Cli {
         long = "timeout",
         value_name = "SECONDS",
         default_value_t = crate::server::http::DEFAULT_TIMEOUT_SECS,
-        value_parser = clap::value_parser!(u64).range(1..)
+        value_parser = clap::value_parser!(u64).range(1..),
+        env = "LLAMA_ARG_TIMEOUT"
     )]
     pub timeout: u64,
 
     /// When the context fills, drop the older half of the tokens after --keep and go on
-    /// (keys of the rest are re-rotated for their new positions) instead of stopping.
+    /// (keys of the rest are re-rotated for their new positions) instead of stopping
+    /// (env LLAMA_ARG_CONTEXT_SHIFT).
     #[arg(long = "context-shift", overrides_with = "no_context_shift")]
     pub context_shift: bool,
 
@@ -326,19 +419,26 @@ pub struct Cli {
 
     /// Chat template: a built-in format name (chatml, llama2, llama3, gemma, phi3, zephyr,
     /// vicuna, deepseek, mistral-v7) or Jinja source; replaces the model's own.
-    #[arg(long = "chat-template", value_name = "NAME|JINJA")]
+    #[arg(
+        long = "chat-template",
+        value_name = "NAME|JINJA",
+        env = "LLAMA_ARG_CHAT_TEMPLATE"
+    )]
     pub chat_template: Option<String>,
 
     /// Chat template read from a Jinja file; replaces the model's own.
-    #[arg(long = "chat-template-file", value_name = "FNAME")]
+    #[arg(
+        long = "chat-template-file",
+        value_name = "FNAME",
+        env = "LLAMA_ARG_CHAT_TEMPLATE_FILE"
+    )]
     pub chat_template_file: Option<PathBuf>,
-
-    /// Accepted for llama.cpp compatibility: templates always run as Jinja here.
-    #[arg(long = "jinja")]
-    pub jinja: bool,
 
     #[command(flatten)]
     pub spec: SpecArgs,
+
+    #[command(flatten)]
+    pub srv: ServerArgs,
 
     #[command(flatten)]
     pub compat: CompatArgs,
@@ -349,6 +449,116 @@ impl Cli {
     /// `--ubatch-size`, and which attention path a pass takes depends on its length.
     pub fn forward_batch(&self) -> usize {
         self.ubatch_size.min(self.batch_size).max(1)
+    }
+
+    /// Compute threads asked for (`None`: not given, or -1 for automatic).
+    pub fn thread_count(&self) -> Option<usize> {
+        self.threads.filter(|&t| t > 0).map(|t| t as usize)
+    }
+
+    /// Server slots (`-np`; -1 or absent: 4). 0 is kept, to be refused by the server.
+    pub fn slot_count(&self) -> usize {
+        if self.parallel < 0 {
+            4
+        } else {
+            self.parallel as usize
+        }
+    }
+
+    /// Server connection workers (`--threads-http`; -1: 64).
+    pub fn http_workers(&self) -> usize {
+        if self.threads_http <= 0 {
+            64
+        } else {
+            self.threads_http as usize
+        }
+    }
+
+    /// The model's aliases from `--alias`, in order.
+    pub fn aliases(&self) -> Vec<String> {
+        split_list(self.alias.as_deref())
+    }
+
+    /// Settles what clap leaves open: switch pairs with their variables, refusals, values
+    /// checked together.
+    fn settle(&mut self, m: &ArgMatches) -> Result<(), String> {
+        table::check(m, TABLES)?;
+        self.compat.check()?;
+        self.srv.resolve(m)?;
+        self.spec.resolve(m)?;
+        self.context_shift = table::pair(
+            m,
+            "context_shift",
+            "no_context_shift",
+            "LLAMA_ARG_CONTEXT_SHIFT",
+            false,
+        )?;
+        self.no_context_shift = !self.context_shift;
+        self.ctx_size_given = m.value_source("ctx_size") != Some(ValueSource::DefaultValue);
+        // As in llama.cpp, the later of flags that set the same thing wins.
+        match latest(m, &["samplers", "sampling_seq"]) {
+            Some("samplers") => self.sampling_seq = None,
+            Some(_) => self.samplers = None,
+            None => {}
+        }
+        let grammar = ["grammar", "grammar_file", "json_schema", "json_schema_file"];
+        if let Some(keep) = latest(m, &grammar) {
+            if keep != "grammar" {
+                self.grammar = None;
+            }
+            if keep != "grammar_file" {
+                self.grammar_file = None;
+            }
+            if keep != "json_schema" {
+                self.json_schema = None;
+            }
+            if keep != "json_schema_file" {
+                self.json_schema_file = None;
+            }
+        }
+        match latest(m, &["chat_template", "chat_template_file"]) {
+            Some("chat_template") => self.chat_template_file = None,
+            Some(_) => self.chat_template = None,
+            None => {}
+        }
+        if self.threads.is_some_and(|t| t == 0 || t < -1) {
+            return Err("--threads must be positive, or -1 for the physical cores".to_string());
+        }
+        if self.alias.is_some() && self.aliases().is_empty() {
+            return Err("--alias: give at least one name".to_string());
+        }
+        Ok(())
+    }
+}
+
+/// Of the arguments `ids`, the one given last on the command line (or, failing that, by a
+/// variable), if any was given.
+fn latest<'a>(m: &ArgMatches, ids: &[&'a str]) -> Option<&'a str> {
+    ids.iter()
+        .filter(|id| {
+            m.value_source(id)
+                .is_some_and(|s| s != ValueSource::DefaultValue)
+        })
+        .max_by_key(|id| m.index_of(id).unwrap_or(0))
+        .copied()
+}
+
+/// The items of a comma-separated list, trimmed, empty ones dropped.
+pub fn split_list(list: Option<&str>) -> Vec<String> {
+    list.unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// `-ngl`: a number of layers, `auto` or `all`.
+fn gpu_layers(v: &str) -> Result<String, String> {
+    if v == "auto" || v == "all" || v.parse::<i64>().is_ok() {
+        Ok(v.to_string())
+    } else {
+        Err("expected a number of layers, auto or all".to_string())
     }
 }
 
@@ -364,29 +574,55 @@ const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-to", "--timeout"),
 ];
 
-/// Flags whose value is free text, which is never taken for a flag to rewrite.
-const TEXT_VALUED: &[&str] = &[
-    "-p",
-    "--prompt",
-    "-sys",
-    "--system-prompt",
-    "-r",
-    "--reverse-prompt",
-    "--in-stop",
-    "--chat-template",
-    "--grammar",
-    "-j",
-    "--json-schema",
-    "-a",
-    "--alias",
-    "--api-key",
-    "--dry-sequence-breaker",
-];
+/// The whole parser: the typed flags and the tables.
+pub fn command() -> clap::Command {
+    table::add_args(Cli::command(), TABLES)
+}
+
+/// The long flag a llama.cpp multi-letter short flag stands for.
+fn long_of(short: &str) -> Option<String> {
+    SHORT_ALIASES
+        .iter()
+        .chain(compat::SHORT_ALIASES)
+        .find(|(s, _)| *s == short)
+        .map(|(_, long)| long.to_string())
+        .or_else(|| {
+            TABLES
+                .iter()
+                .flat_map(|t| t.iter())
+                .flat_map(|f| f.multi_letter())
+                .find(|(s, _)| *s == short)
+                .map(|(_, long)| format!("--{long}"))
+        })
+}
+
+/// The spellings (`--long`, `--alias`, `-c`) of every flag that always takes a value: what
+/// follows one is a value, never a flag to rewrite.
+fn value_taking(cmd: &clap::Command) -> std::collections::HashSet<String> {
+    let mut out = std::collections::HashSet::new();
+    for a in cmd.get_arguments() {
+        let takes =
+            a.get_num_args().is_some_and(|n| n.min_values() > 0) && a.get_action().takes_values();
+        if !takes {
+            continue;
+        }
+        for l in a.get_long_and_visible_aliases().into_iter().flatten() {
+            out.insert(format!("--{l}"));
+        }
+        if let Some(c) = a.get_short() {
+            out.insert(format!("-{c}"));
+        }
+    }
+    out
+}
 
 /// Rewrites llama.cpp-style multi-letter short flags to their long names, and `-r` to
 /// `--reverse-prompt` unless `--bench` is given (where it is llama-bench's repetitions).
 pub fn normalize_args(args: Vec<OsString>) -> Vec<OsString> {
     let bench = args.iter().any(|a| a == "--bench");
+    let mut cmd = command();
+    cmd.build();
+    let valued = value_taking(&cmd);
     let mut out = Vec::with_capacity(args.len());
     let mut value_next = false;
     for a in args {
@@ -399,13 +635,8 @@ pub fn normalize_args(args: Vec<OsString>) -> Vec<OsString> {
             out.push(a);
             continue;
         };
-        let long = SHORT_ALIASES
-            .iter()
-            .chain(compat::SHORT_ALIASES)
-            .find(|(short, _)| *short == s)
-            .map(|(_, long)| *long)
-            .or((s == "-r" && !bench).then_some("--reverse-prompt"));
-        value_next = TEXT_VALUED.contains(&long.unwrap_or(s));
+        let long = long_of(s).or((s == "-r" && !bench).then(|| "--reverse-prompt".to_string()));
+        value_next = valued.contains(long.as_deref().unwrap_or(s));
         out.push(long.map_or(a, OsString::from));
     }
     out
@@ -413,13 +644,23 @@ pub fn normalize_args(args: Vec<OsString>) -> Vec<OsString> {
 
 /// Parses argv (program name first). Errors come back as one line.
 pub fn parse(args: Vec<OsString>) -> Result<Cli, CliError> {
-    let cli = parse_flags(args)?;
-    cli.compat.check().map_err(CliError::Usage)?;
+    let m = command()
+        .try_get_matches_from(normalize_args(args))
+        .map_err(clap_error)?;
+    let mut cli = Cli::from_arg_matches(&m).map_err(clap_error)?;
+    cli.settle(&m).map_err(CliError::Usage)?;
+    if cli.list_devices {
+        // As llama.cpp prints it on a machine without GPUs: the CPU is not listed.
+        return Err(CliError::Info("Available devices:\n".to_string()));
+    }
+    if cli.completion_bash {
+        return Err(CliError::Info(completion_bash()));
+    }
     Ok(cli)
 }
 
-fn parse_flags(args: Vec<OsString>) -> Result<Cli, CliError> {
-    Cli::try_parse_from(normalize_args(args)).map_err(|e| match e.kind() {
+fn clap_error(e: clap::Error) -> CliError {
+    match e.kind() {
         clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
             CliError::Info(e.to_string())
         }
@@ -432,7 +673,32 @@ fn parse_flags(args: Vec<OsString>) -> Result<Cli, CliError> {
                 .trim_start_matches("error: ")
                 .to_string(),
         ),
-    })
+    }
+}
+
+/// A bash completion script offering every flag spelling, files for everything else.
+fn completion_bash() -> String {
+    let cmd = command();
+    let mut words: Vec<String> = Vec::new();
+    for a in cmd.get_arguments() {
+        for l in a.get_long_and_visible_aliases().into_iter().flatten() {
+            words.push(format!("--{l}"));
+        }
+        if let Some(c) = a.get_short() {
+            words.push(format!("-{c}"));
+        }
+    }
+    words.extend(SHORT_ALIASES.iter().map(|(s, _)| s.to_string()));
+    words.extend(compat::SHORT_ALIASES.iter().map(|(s, _)| s.to_string()));
+    for f in TABLES.iter().flat_map(|t| t.iter()) {
+        words.extend(f.multi_letter().map(|(s, _)| s.to_string()));
+    }
+    words.sort();
+    words.dedup();
+    format!(
+        "_llamafile_complete() {{\n    local cur=\"${{COMP_WORDS[COMP_CWORD]}}\"\n    if [[ \"$cur\" == -* ]]; then\n        COMPREPLY=( $(compgen -W \"{}\" -- \"$cur\") )\n    fi\n}}\ncomplete -o default -F _llamafile_complete llamafile\n",
+        words.join(" ")
+    )
 }
 
 /// A command line that is not a run request.
@@ -464,7 +730,7 @@ mod tests {
         assert_eq!(c.prompt.as_deref(), Some("-hi"));
         assert_eq!(
             (c.n_predict, c.n_gpu_layers, c.seed, c.temp),
-            (5, Some(99), 3, 0.0)
+            (5, Some("99".to_string()), 3, 0.0)
         );
     }
 
@@ -476,6 +742,64 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.contains("--timeout") && !msg.contains('\n'), "{msg}");
+    }
+
+    #[test]
+    fn the_parser_is_consistent() {
+        command().debug_assert();
+    }
+
+    #[test]
+    fn llama_server_habits() {
+        let c = parse(args(&[
+            "x",
+            "-np",
+            "-1",
+            "-t",
+            "-1",
+            "--threads-http",
+            "-1",
+            "-ngl",
+            "all",
+            "--no-slots",
+            "-a",
+            "gpt-4o-mini,local",
+            "-nkvo",
+            "-fit",
+            "--jinja",
+            "-C",
+            "ff",
+        ]))
+        .unwrap();
+        assert_eq!(
+            (c.slot_count(), c.thread_count(), c.http_workers()),
+            (4, None, 64)
+        );
+        assert_eq!(c.aliases(), ["gpt-4o-mini", "local"]);
+        assert!(!c.srv.switches.slots && c.srv.switches.webui);
+        // A value that looks like a multi-letter flag is left alone.
+        let c = parse(args(&["x", "-p", "-np"])).unwrap();
+        assert_eq!(c.prompt.as_deref(), Some("-np"));
+        for (argv, needle) in [
+            (
+                &["x", "--lora", "a.gguf"][..],
+                "--lora: this build does not support LoRA",
+            ),
+            (
+                &["x", "-hf", "u/m"],
+                "--hf-repo: this build does not support downloading",
+            ),
+            (
+                &["x", "--rope-scale", "2"],
+                "--rope-scale 2: this build does not support RoPE",
+            ),
+            (&["x", "--cpu-strict", "2"], "--cpu-strict"),
+            (&["x", "-np", "-1", "--threads", "0"], "--threads"),
+        ] {
+            let msg = parse(args(argv)).unwrap_err().to_string();
+            assert!(msg.contains(needle) && !msg.contains('\n'), "{msg}");
+        }
+        assert!(parse(args(&["x", "--rope-scale", "1.0"])).is_ok());
     }
 
     #[test]

@@ -1,45 +1,200 @@
-//! Speculative decoding flags, as llama.cpp names them.
+//! Speculative decoding flags, as llama.cpp names them: the ones acted on ([`SpecArgs`]) and,
+//! in [`FLAGS`], the tuning flags of draft kinds not built here, accepted without effect, or
+//! refused where they would ask for one.
 
+use super::table::{equals, valued, Check, Effect, Flag};
 use clap::Args;
 
 /// Speculative decoding flags (llama.cpp's names and their older aliases).
 #[derive(Args, Debug, Clone)]
 pub struct SpecArgs {
     /// Draft model for speculative decoding (same vocabulary as the target).
-    #[arg(long = "model-draft", visible_aliases = ["spec-draft-model"], value_name = "FNAME")]
+    #[arg(long = "model-draft", visible_aliases = ["spec-draft-model"], value_name = "FNAME", env = "LLAMA_ARG_SPEC_DRAFT_MODEL")]
     pub model_draft: Option<String>,
 
     /// Draft sources, comma-separated: none, draft-simple (the draft model; implied by -md),
     /// ngram-simple (look the last tokens up in the context), early-exit (implied by
     /// --n-layer-exit-draft).
-    #[arg(long = "spec-type", value_name = "TYPES")]
+    #[arg(long = "spec-type", value_name = "TYPES", env = "LLAMA_ARG_SPEC_TYPE")]
     pub spec_type: Option<String>,
 
     /// Most tokens drafted per step.
-    #[arg(long = "spec-draft-n-max", visible_aliases = ["draft-max", "draft", "draft-n"], default_value_t = 16)]
+    #[arg(long = "spec-draft-n-max", visible_aliases = ["draft-max", "draft", "draft-n"], default_value_t = 16, env = "LLAMA_ARG_SPEC_DRAFT_N_MAX")]
     pub draft_max: usize,
 
     /// Drafts shorter than this are not verified.
-    #[arg(long = "spec-draft-n-min", visible_aliases = ["draft-min", "draft-n-min"], default_value_t = 0)]
+    #[arg(long = "spec-draft-n-min", visible_aliases = ["draft-min", "draft-n-min"], default_value_t = 0, env = "LLAMA_ARG_SPEC_DRAFT_N_MIN")]
     pub draft_min: usize,
 
     /// A model draft stops when its best token is less likely than this.
     #[arg(
         long = "spec-draft-p-min",
         visible_alias = "draft-p-min",
-        default_value_t = 0.75
+        default_value_t = 0.75,
+        env = "LLAMA_ARG_SPEC_DRAFT_P_MIN"
     )]
     pub draft_p_min: f32,
 
     /// ngram-simple: length of the n-gram looked up.
-    #[arg(long = "spec-ngram-simple-size-n", default_value_t = 12)]
+    #[arg(
+        long = "spec-ngram-simple-size-n",
+        visible_alias = "spec-ngram-size-n",
+        default_value_t = 12
+    )]
     pub ngram_size_n: usize,
 
     /// ngram-simple: most tokens proposed after a match.
-    #[arg(long = "spec-ngram-simple-size-m", default_value_t = 48)]
+    #[arg(
+        long = "spec-ngram-simple-size-m",
+        visible_alias = "spec-ngram-size-m",
+        default_value_t = 48
+    )]
     pub ngram_size_m: usize,
 
     /// Self-speculative decoding: draft with the target's first N layers.
     #[arg(long = "n-layer-exit-draft", value_name = "N")]
     pub n_layer_exit_draft: Option<usize>,
 }
+
+impl SpecArgs {
+    /// llama.cpp's older variables for the draft sizes, read when neither the flag nor its
+    /// current variable is given.
+    pub fn resolve(&mut self, m: &clap::ArgMatches) -> Result<(), String> {
+        use clap::parser::ValueSource;
+        for (id, old, field) in [
+            ("draft_max", "LLAMA_ARG_DRAFT_MAX", &mut self.draft_max),
+            ("draft_min", "LLAMA_ARG_DRAFT_MIN", &mut self.draft_min),
+        ] {
+            if m.value_source(id) != Some(ValueSource::DefaultValue) {
+                continue;
+            }
+            if let Some(v) = std::env::var_os(old) {
+                let v = v.to_string_lossy();
+                *field = v
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("{old}={v}: expected a number of tokens"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn one(v: &str) -> bool {
+    equals(v, 1.0)
+}
+
+const NOT_BUILT_KIND: &str =
+    "only that draft kind reads it, and it is not built (--spec-type refuses it)";
+
+/// Speculative flags accepted without effect, or refused.
+pub const FLAGS: &[Flag] = &[
+    valued(
+        &["spec-synth-len"],
+        &[],
+        "L",
+        Check::Float,
+        Some("LLAMA_ARG_SPEC_SYNTH_LEN"),
+        Effect::Refused("synthetic draft acceptance (a benchmarking aid)"),
+    ),
+    valued(
+        &["spec-synth-rates"],
+        &[],
+        "P0,P1,...",
+        Check::Floats,
+        Some("LLAMA_ARG_SPEC_SYNTH_RATES"),
+        Effect::Refused("synthetic draft acceptance (a benchmarking aid)"),
+    ),
+    valued(
+        &["spec-draft-p-split", "draft-p-split"],
+        &[],
+        "P",
+        Check::Float,
+        Some("LLAMA_ARG_SPEC_DRAFT_P_SPLIT"),
+        Effect::NoOp("drafts are single sequences here, never split into trees"),
+    ),
+    valued(
+        &["spec-ngram-simple-min-hits", "spec-ngram-min-hits"],
+        &[],
+        "N",
+        Check::Int,
+        None,
+        Effect::NoOpIf(
+            one,
+            "1 (one earlier occurrence is enough here)",
+            "a minimum n-gram hit count",
+        ),
+    ),
+    valued(
+        &["spec-ngram-mod-n-min"],
+        &[],
+        "N",
+        Check::Int,
+        None,
+        Effect::NoOp(NOT_BUILT_KIND),
+    ),
+    valued(
+        &["spec-ngram-mod-n-max"],
+        &[],
+        "N",
+        Check::Int,
+        None,
+        Effect::NoOp(NOT_BUILT_KIND),
+    ),
+    valued(
+        &["spec-ngram-mod-n-match"],
+        &[],
+        "N",
+        Check::Int,
+        None,
+        Effect::NoOp(NOT_BUILT_KIND),
+    ),
+    valued(
+        &["spec-ngram-map-k-size-n"],
+        &[],
+        "N",
+        Check::Int,
+        None,
+        Effect::NoOp(NOT_BUILT_KIND),
+    ),
+    valued(
+        &["spec-ngram-map-k-size-m"],
+        &[],
+        "N",
+        Check::Int,
+        None,
+        Effect::NoOp(NOT_BUILT_KIND),
+    ),
+    valued(
+        &["spec-ngram-map-k-min-hits"],
+        &[],
+        "N",
+        Check::Int,
+        None,
+        Effect::NoOp(NOT_BUILT_KIND),
+    ),
+    valued(
+        &["spec-ngram-map-k4v-size-n"],
+        &[],
+        "N",
+        Check::Int,
+        None,
+        Effect::NoOp(NOT_BUILT_KIND),
+    ),
+    valued(
+        &["spec-ngram-map-k4v-size-m"],
+        &[],
+        "N",
+        Check::Int,
+        None,
+        Effect::NoOp(NOT_BUILT_KIND),
+    ),
+    valued(
+        &["spec-ngram-map-k4v-min-hits"],
+        &[],
+        "N",
+        Check::Int,
+        None,
+        Effect::NoOp(NOT_BUILT_KIND),
+    ),
+];

@@ -15,8 +15,10 @@ pub struct ApiError {
     pub message: String,
     /// The JSON path of the offending field (`messages[1].content`), when one is to blame.
     pub param: Option<String>,
-    /// A machine-readable reason (`context_length_exceeded`); the HTTP status otherwise.
+    /// A machine-readable reason; the HTTP status otherwise.
     pub code: Option<&'static str>,
+    /// More fields of the error object (`n_prompt_tokens`, `n_ctx`).
+    pub extra: Vec<(&'static str, serde_json::Value)>,
 }
 
 impl ApiError {
@@ -27,6 +29,7 @@ impl ApiError {
             message: message.into(),
             param: None,
             code: None,
+            extra: Vec::new(),
         }
     }
 
@@ -38,12 +41,30 @@ impl ApiError {
             message: format!("{path}: {problem}"),
             param: Some(path.to_string()),
             code: None,
+            extra: Vec::new(),
         }
     }
 
     pub fn with_code(mut self, code: &'static str) -> ApiError {
         self.code = Some(code);
         self
+    }
+
+    /// A prompt of `n_prompt` tokens that a slot of `n_ctx` positions cannot hold, in
+    /// llama-server's shape: type `exceed_context_size_error`, code 400, and both counts.
+    pub fn context_exceeded(field: &str, n_prompt: usize, n_ctx: usize) -> ApiError {
+        let mut e = ApiError::field(
+            field,
+            format!(
+                "the request exceeds the available context size: the prompt is {n_prompt} tokens, a slot holds {n_ctx} (-c / -np)"
+            ),
+        );
+        e.kind = "exceed_context_size_error";
+        e.extra = vec![
+            ("n_prompt_tokens", n_prompt.into()),
+            ("n_ctx", n_ctx.into()),
+        ];
+        e
     }
 
     pub fn bad_request(message: impl Into<String>) -> ApiError {
@@ -64,7 +85,7 @@ impl ApiError {
 
     /// The JSON body.
     pub fn body(&self) -> serde_json::Value {
-        json!({
+        let mut v = json!({
             "error": {
                 "code": match self.code {
                     Some(c) => serde_json::Value::from(c),
@@ -74,7 +95,11 @@ impl ApiError {
                 "message": self.message,
                 "param": self.param,
             }
-        })
+        });
+        for (k, x) in &self.extra {
+            v["error"][*k] = x.clone();
+        }
+        v
     }
 
     pub fn response(&self) -> Response {

@@ -313,14 +313,7 @@ pub fn check_prompt(state: &State, prompt: &[u32], field: &str) -> Result<(), Ap
         return Err(ApiError::field(field, "the prompt is empty (no tokens)"));
     }
     if prompt.len() >= n_ctx {
-        return Err(ApiError::field(
-            field,
-            format!(
-                "the prompt is {} tokens long, more than the context of {n_ctx} tokens per slot allows (-c / -np)",
-                prompt.len()
-            ),
-        )
-        .with_code("context_length_exceeded"));
+        return Err(ApiError::context_exceeded(field, prompt.len(), n_ctx));
     }
     Ok(())
 }

@@ -35,6 +35,14 @@ pub struct Metrics {
     pub requests_cancelled: Counter,
     pub http_requests: Counter,
     pub http_errors: Counter,
+    /// The most positions any slot has held (llama-server's `n_tokens_max`).
+    pub n_tokens_max: Counter,
+    /// Busy slots summed over forward passes (divided by `n_decode` for the average).
+    busy_slots: Counter,
+    /// Speculative decoding: drafted tokens, accepted ones, and verification steps.
+    pub draft_tokens: Counter,
+    pub draft_accepted: Counter,
+    pub drafts: Counter,
     /// Seconds spent in forward passes that read prompts, and in those that only decoded.
     seconds: Mutex<(f64, f64)>,
 }
@@ -52,11 +60,25 @@ impl Metrics {
         }
     }
 
+    /// After a forward pass: how many slots were busy, and the most positions one holds.
+    pub fn record_slots(&self, busy: usize, max_tokens: usize) {
+        self.busy_slots.add(busy as u64);
+        self.n_tokens_max
+            .0
+            .fetch_max(max_tokens as u64, Ordering::Relaxed);
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let (prompt_s, decode_s) = self.seconds.lock().map(|s| *s).unwrap_or_default();
         let rate = |n: u64, s: f64| if s > 0.0 { n as f64 / s } else { 0.0 };
-        let rows: [(&str, &str, &str, f64); 12] = [
+        let n_decode = self.n_decode.get();
+        let busy_per_decode = if n_decode > 0 {
+            self.busy_slots.get() as f64 / n_decode as f64
+        } else {
+            0.0
+        };
+        let rows: [(&str, &str, &str, f64); 17] = [
             (
                 "prompt_tokens_total",
                 "counter",
@@ -98,6 +120,36 @@ impl Metrics {
                 "gauge",
                 "Average generation throughput in tokens/s.",
                 rate(self.tokens_predicted.get(), decode_s),
+            ),
+            (
+                "n_tokens_max",
+                "counter",
+                "High watermark of the context size observed.",
+                self.n_tokens_max.get() as f64,
+            ),
+            (
+                "n_busy_slots_per_decode",
+                "gauge",
+                "Average number of busy slots per forward pass.",
+                busy_per_decode,
+            ),
+            (
+                "spec_decode_num_draft_tokens_total",
+                "counter",
+                "Total draft tokens generated (0 when speculative decoding is off).",
+                self.draft_tokens.get() as f64,
+            ),
+            (
+                "spec_decode_num_accepted_tokens_total",
+                "counter",
+                "Total draft tokens accepted by the target model.",
+                self.draft_accepted.get() as f64,
+            ),
+            (
+                "spec_decode_num_drafts_total",
+                "counter",
+                "Total speculative decoding verification steps.",
+                self.drafts.get() as f64,
             ),
             (
                 "requests_processing",
@@ -156,7 +208,14 @@ mod tests {
         m.record_step(10, 0, 0.5);
         m.record_step(0, 2, 0.1);
         m.tokens_predicted.add(2);
+        m.record_slots(2, 40);
+        m.record_slots(1, 12);
         let text = m.render();
+        assert!(text.contains("llamacpp:n_tokens_max 40\n"), "{text}");
+        assert!(
+            text.contains("llamacpp:n_busy_slots_per_decode 1.5\n"),
+            "{text}"
+        );
         assert!(text.contains("llamacpp:prompt_tokens_total 10\n"), "{text}");
         assert!(
             text.contains("llamacpp:prompt_tokens_seconds 20\n"),

@@ -12,6 +12,7 @@
 //! templates are used through their public APIs.
 
 mod admission;
+mod cors;
 mod error;
 mod generation;
 pub mod http;
@@ -48,16 +49,22 @@ use std::time::{Duration, Instant};
 /// Everything the server is configured with.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
-    pub host: String,
+    /// Addresses to listen on (`--host`, comma-separated), each on `port`.
+    pub hosts: Vec<String>,
     /// 0: any free port.
     pub port: u16,
     pub n_slots: usize,
     /// Context positions of each slot.
     pub n_ctx_slot: usize,
     pub n_batch: usize,
-    pub api_key: Option<String>,
+    /// Keys a request may present (`--api-key`, `--api-key-file`); none: no key needed.
+    pub api_keys: Vec<String>,
     /// The model's name in `/v1/models` and responses.
     pub model_name: String,
+    /// Every alias of the model (`--alias`), the name first.
+    pub aliases: Vec<String>,
+    /// `--tags`, informational.
+    pub tags: Vec<String>,
     pub model_path: String,
     /// Defaults for requests that do not set them.
     pub sampling: SamplingParams,
@@ -71,6 +78,16 @@ pub struct ServerConfig {
     pub open_browser: bool,
     /// Serve the chat page (`--no-webui` turns it off).
     pub webui: bool,
+    /// Serve `GET /slots` (`--no-slots` turns it off).
+    pub slots_endpoint: bool,
+    /// `cache_prompt` of requests that do not set it (`--no-cache-prompt`).
+    pub cache_prompt: bool,
+    /// Every path is served under this prefix (`--api-prefix`; empty: none).
+    pub api_prefix: String,
+    /// Which other sites' pages may call the API.
+    pub cors: cors::Cors,
+    /// `POST /props` is allowed (`--props`).
+    pub props_writable: bool,
     /// `--context-shift` and `--keep`.
     pub context_shift: bool,
     pub n_keep: i64,
@@ -94,44 +111,68 @@ pub struct State {
 /// The server configuration from the command line: `-c` (`n_ctx`, already resolved) is split
 /// between `-np` slots, as llama-server does.
 pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<ServerConfig> {
-    if cli.parallel == 0 {
+    let n_slots = cli.slot_count();
+    if n_slots == 0 {
         bail!("-np/--parallel must be at least 1");
     }
-    let n_ctx_slot = n_ctx / cli.parallel;
+    let n_ctx_slot = match cli.srv.kv_per_slot {
+        // llama.cpp's per-slot limit: -c, when given, still bounds the whole.
+        Some(per) if cli.ctx_size_given => per.min(n_ctx / n_slots),
+        Some(per) => per,
+        None => n_ctx / n_slots,
+    };
     if n_ctx_slot < 8 {
         bail!(
-            "a context of {n_ctx} tokens split between {} slots leaves {n_ctx_slot} per slot: raise -c or lower -np",
-            cli.parallel
+            "a context of {n_ctx} tokens split between {n_slots} slots leaves {n_ctx_slot} per slot: raise -c or lower -np"
         );
     }
-    if cli
-        .api_key
-        .as_deref()
-        .is_some_and(|k| k.is_empty() || k.contains(['\r', '\n']))
-    {
-        bail!("--api-key must be a non-empty single line");
-    }
+    let api_keys = api_keys(cli)?;
     let base = std::path::Path::new(model_name)
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_else(|| model_name.to_string());
+    let mut aliases = cli.aliases();
+    if aliases.is_empty() {
+        aliases.push(base);
+    }
+    let hosts = crate::cli::split_list(Some(&cli.host));
+    if hosts.is_empty() {
+        bail!("--host: give at least one address");
+    }
+    if let Some(sock) = hosts.iter().find(|h| h.ends_with(".sock")) {
+        bail!("--host {sock}: this build does not support listening on a UNIX socket");
+    }
+    let workers = cli.http_workers();
+    let sw = cli.srv.switches;
     Ok(ServerConfig {
-        host: cli.host.clone(),
+        hosts,
         port: cli.port,
-        n_slots: cli.parallel,
+        n_slots,
         n_ctx_slot,
         n_batch: cli.forward_batch(),
-        api_key: cli.api_key.clone(),
-        model_name: cli.alias.clone().unwrap_or(base),
+        api_keys,
+        model_name: aliases[0].clone(),
+        aliases,
+        tags: crate::cli::split_list(cli.srv.tags.as_deref()),
         model_path: model_name.to_string(),
         sampling: crate::app::sampling_from_cli(cli, cli.seed.max(0) as u64)?,
         seed_random: cli.seed < 0,
         n_predict: cli.n_predict,
-        http_threads: cli.threads_http.max(1),
-        per_client_connections: per_client_connections(cli.threads_http.max(1)),
+        http_threads: workers,
+        per_client_connections: per_client_connections(workers),
         limits: Limits::with_timeout(Duration::from_secs(cli.timeout)),
-        open_browser: !cli.nobrowser && !cli.compat.no_webui,
-        webui: !cli.compat.no_webui,
+        open_browser: !cli.nobrowser && sw.webui,
+        webui: sw.webui,
+        slots_endpoint: sw.slots,
+        cache_prompt: sw.cache_prompt,
+        api_prefix: cli.srv.api_prefix.clone().unwrap_or_default(),
+        props_writable: cli.compat.props,
+        cors: cors::Cors::new(
+            cli.srv.cors_origins.as_deref(),
+            &cli.srv.cors_methods,
+            &cli.srv.cors_headers,
+            sw.cors_credentials,
+        ),
         context_shift: cli.context_shift,
         n_keep: cli.keep,
         spec: {
@@ -139,6 +180,38 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
             cli.spec.clone()
         },
     })
+}
+
+/// The keys of `--api-key` (comma-separated) and `--api-key-file` (one a line, `#` comments).
+fn api_keys(cli: &Cli) -> Result<Vec<String>> {
+    let mut keys = crate::cli::split_list(cli.api_key.as_deref());
+    if cli.api_key.is_some() && keys.is_empty() {
+        bail!("--api-key must not be empty");
+    }
+    if let Some(path) = &cli.srv.api_key_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read --api-key-file {}", path.display()))?;
+        let before = keys.len();
+        keys.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(String::from),
+        );
+        if keys.len() == before {
+            bail!("--api-key-file {}: no keys in the file", path.display());
+        }
+    }
+    if let Some(k) = keys
+        .iter()
+        .find(|k| k.chars().any(|c| c.is_control() || c == ' '))
+    {
+        bail!(
+            "API key {:?}...: keys must be single words without control characters",
+            k.chars().take(4).collect::<String>()
+        );
+    }
+    Ok(keys)
 }
 
 /// The share of the `workers` connection workers one client address may hold: three quarters,
@@ -223,8 +296,19 @@ pub fn serve(
             })
         }
     };
-    let listener = bind(&config.host, config.port)?;
+    let listener = bind(&config.hosts[0], config.port)?;
     let addr = listener.local_addr()?;
+    // Further addresses listen on the port the first one got.
+    let mut more = Vec::new();
+    for host in &config.hosts[1..] {
+        let l = TcpListener::bind((host.as_str(), addr.port()))
+            .with_context(|| format!("cannot listen on {host}:{}", addr.port()))?;
+        more.push(l);
+    }
+    let loopback = addr.ip().is_loopback()
+        && more
+            .iter()
+            .all(|l| l.local_addr().is_ok_and(|a| a.ip().is_loopback()));
     let loaded = Arc::new(loaded);
     let speculators = slot_speculators(&config, &loaded, draft)?;
     let metrics = Arc::new(Metrics::default());
@@ -245,7 +329,7 @@ pub fn serve(
         template,
         scheduler,
         metrics,
-        loopback: addr.ip().is_loopback(),
+        loopback,
         started: openai::now(),
         config,
     });
@@ -294,6 +378,23 @@ pub fn serve(
             })
             .context("cannot start the HTTP workers")?;
     }
+    for l in more {
+        let (admission, tx) = (admission.clone(), tx.clone());
+        std::thread::Builder::new()
+            .name("accept".into())
+            .spawn(move || accept_loop(&l, &admission, &tx))
+            .context("cannot start a listener")?;
+    }
+    accept_loop(&listener, &admission, &tx)
+}
+
+/// Accepts connections on `listener` and hands them to the workers through `tx`, refusing
+/// those over an address's share or beyond the queue.
+fn accept_loop(
+    listener: &TcpListener,
+    admission: &Admission,
+    tx: &std::sync::mpsc::SyncSender<Accepted>,
+) -> Result<()> {
     for conn in listener.incoming() {
         let Ok(stream) = conn else { continue };
         let at = Instant::now();

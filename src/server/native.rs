@@ -80,7 +80,7 @@ pub fn completion(state: &State, body: &[u8], rsp: &mut Responder) -> Result<(),
             .int_in("n_predict", -1..=1 << 30)?
             .unwrap_or(state.config.n_predict),
         stop: o.stop("stop")?,
-        cache_prompt: o.bool("cache_prompt")?.unwrap_or(true),
+        cache_prompt: o.bool("cache_prompt")?.unwrap_or(state.config.cache_prompt),
         ignore_eos: o.bool("ignore_eos")?.unwrap_or(false),
         n_keep: o.int_in("n_keep", -1..=i64::from(u32::MAX))?,
         n_probs: match o.int_in("n_probs", 0..=100)?.unwrap_or(0) {
@@ -271,7 +271,7 @@ pub fn props(state: &State) -> Response {
         sampling: state.config.sampling.clone(),
         n_predict: state.config.n_predict,
         stop: Vec::new(),
-        cache_prompt: true,
+        cache_prompt: state.config.cache_prompt,
         ignore_eos: false,
         n_probs: None,
         n_keep: Some(state.config.n_keep),
@@ -291,9 +291,25 @@ pub fn props(state: &State) -> Response {
             "bos_token": text(tok.bos()),
             "eos_token": text(tok.eos()),
             "build_info": concat!("llamafile-rs ", env!("CARGO_PKG_VERSION")),
+            "chat_template_caps": {},
             "modalities": { "vision": false, "audio": false },
+            "is_sleeping": false,
         }),
     )
+}
+
+/// `POST /props` (with `--props`): llama-server documents no writable property yet, so a
+/// JSON object is accepted and nothing changes.
+pub fn set_props(state: &State, body: &[u8]) -> Result<Response, ApiError> {
+    if !state.config.props_writable {
+        return Err(ApiError::new(
+            501,
+            "not_supported_error",
+            "this server does not change properties: start it with --props",
+        ));
+    }
+    parse_body(body)?;
+    Ok(Response::json(200, &json!({ "success": true })))
 }
 
 /// `GET /slots`.

@@ -24,6 +24,8 @@ pub fn models(state: &State) -> Response {
                 "object": "model",
                 "created": state.started,
                 "owned_by": "llamafile",
+                "aliases": state.config.aliases,
+                "tags": state.config.tags,
                 "meta": {
                     "n_vocab": c.n_vocab,
                     "n_ctx_train": c.n_ctx_train,
@@ -128,7 +130,7 @@ fn gen_params(
         sampling,
         n_predict: max,
         stop: o.stop("stop")?,
-        cache_prompt: o.bool("cache_prompt")?.unwrap_or(true),
+        cache_prompt: o.bool("cache_prompt")?.unwrap_or(state.config.cache_prompt),
         ignore_eos: o.bool("ignore_eos")?.unwrap_or(false),
         n_keep: o.int_in("n_keep", -1..=i64::from(u32::MAX))?,
         n_probs,

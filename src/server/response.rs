@@ -1,5 +1,6 @@
 //! Writing responses: complete bodies with a `Content-Length`, or the head of a Server-Sent
-//! Event stream (the events themselves are `sse`). Header values come from the server only; nothing from a request is echoed into them.
+//! Event stream (the events themselves are `sse`). Header values come from the server only,
+//! except an allowed page's `Origin` echoed back for CORS (`cors`).
 
 use std::io::{self, Write};
 use std::net::TcpStream;
@@ -74,6 +75,8 @@ pub struct Responder {
     pub keep_alive: bool,
     /// `HEAD`: headers only.
     pub head_only: bool,
+    /// Headers every answer to this request carries (CORS).
+    pub extra_headers: Vec<(&'static str, String)>,
 }
 
 impl Responder {
@@ -83,6 +86,7 @@ impl Responder {
             http11,
             keep_alive,
             head_only: false,
+            extra_headers: Vec::new(),
         }
     }
 
@@ -96,7 +100,7 @@ impl Responder {
             r.body.len(),
             if self.keep_alive { "keep-alive" } else { "close" },
         );
-        for (name, value) in &r.headers {
+        for (name, value) in r.headers.iter().chain(&self.extra_headers) {
             debug_assert!(!value.contains(['\r', '\n']));
             head.push_str(&format!("{name}: {value}\r\n"));
         }
@@ -118,8 +122,13 @@ impl Responder {
         if !chunked {
             self.keep_alive = false;
         }
+        let extra: String = self
+            .extra_headers
+            .iter()
+            .map(|(n, v)| format!("{n}: {v}\r\n"))
+            .collect();
         let head = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nX-Content-Type-Options: nosniff\r\nConnection: {}\r\n{}\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nX-Content-Type-Options: nosniff\r\nConnection: {}\r\n{}{extra}\r\n",
             if self.keep_alive { "keep-alive" } else { "close" },
             if chunked { "Transfer-Encoding: chunked\r\n" } else { "" },
         );

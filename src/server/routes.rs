@@ -1,6 +1,8 @@
-//! Routing: which handler answers which method and path, after the checks every request goes
-//! through: the `Host` and `Origin` of browser requests (a page on another site, or a DNS
-//! rebinding attack, must not drive a server bound to loopback) and the API key.
+//! Routing: which handler answers which method and path (under `--api-prefix`), after the
+//! checks every request goes through: the `Host` and `Origin` of browser requests (a page on
+//! another site, or a DNS rebinding attack, must not drive a server bound to loopback, unless
+//! `--cors-origins` allows that site) and the API key. Preflight `OPTIONS` requests are
+//! answered here (`cors`).
 
 use super::error::ApiError;
 use super::http::Request;
@@ -21,15 +23,44 @@ fn is_public(path: &str) -> bool {
     matches!(path, "/" | "/index.html" | "/health" | "/v1/health")
 }
 
+/// The path under `--api-prefix`, or `None` when it lies outside the prefix.
+fn unprefixed<'a>(prefix: &str, path: &'a str) -> Option<&'a str> {
+    if prefix.is_empty() {
+        return Some(path);
+    }
+    match path.strip_prefix(prefix)? {
+        "" => Some("/"),
+        rest if rest.starts_with('/') => Some(rest),
+        _ => None,
+    }
+}
+
 fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiError> {
-    check_origin(state, req)?;
-    if !is_public(&req.path) {
+    check_origin(state, req, rsp)?;
+    let Some(path) = unprefixed(&state.config.api_prefix, &req.path) else {
+        return Err(ApiError::not_found(format!(
+            "no endpoint {} {} (this server answers under {})",
+            req.method,
+            printable(&req.path),
+            state.config.api_prefix
+        )));
+    };
+    if req.method == "OPTIONS" {
+        // A preflight: answered without the API key, as browsers send none with it.
+        let mut r = Response::text(200, "text/plain; charset=utf-8", "");
+        if let Some(origin) = req.header("origin") {
+            r.headers
+                .extend(state.config.cors.preflight_headers(origin));
+        }
+        return rsp.send(&r).map_err(ApiError::from);
+    }
+    if !is_public(path) {
         check_api_key(state, req)?;
     }
     let get = matches!(req.method.as_str(), "GET" | "HEAD");
     let post = req.method == "POST";
     let send = |rsp: &mut Responder, r: Response| rsp.send(&r).map_err(ApiError::from);
-    match req.path.as_str() {
+    match path {
         "/" | "/index.html" if get && !state.config.webui => Err(ApiError::not_found(
             "the chat page is off (--no-webui); the API is served",
         )),
@@ -37,6 +68,11 @@ fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiErr
         "/health" | "/v1/health" if get => send(rsp, native::health()),
         "/v1/models" | "/models" if get => send(rsp, openai::models(state)),
         "/props" if get => send(rsp, native::props(state)),
+        "/slots" if get && !state.config.slots_endpoint => Err(ApiError::new(
+            501,
+            "not_supported_error",
+            "this server does not serve /slots (started with --no-slots)",
+        )),
         "/slots" if get => send(rsp, native::slots(state)),
         "/metrics" if get => send(
             rsp,
@@ -54,8 +90,10 @@ fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiErr
         "/tokenize" if post => send(rsp, native::tokenize(state, &req.body)?),
         "/detokenize" if post => send(rsp, native::detokenize(state, &req.body)?),
         "/apply-template" if post => send(rsp, native::apply_template(state, &req.body)?),
-        "/" | "/index.html" | "/health" | "/v1/health" | "/v1/models" | "/models" | "/props"
-        | "/slots" | "/metrics" => Err(method_not_allowed(&req.method, "GET")),
+        "/props" if post => send(rsp, native::set_props(state, &req.body)?),
+        "/props" => Err(method_not_allowed(&req.method, "GET or POST")),
+        "/" | "/index.html" | "/health" | "/v1/health" | "/v1/models" | "/models" | "/slots"
+        | "/metrics" => Err(method_not_allowed(&req.method, "GET")),
         "/v1/chat/completions"
         | "/chat/completions"
         | "/v1/completions"
@@ -67,7 +105,7 @@ fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiErr
         _ => Err(ApiError::not_found(format!(
             "no endpoint {} {} (see GET /props and the README for the API)",
             req.method,
-            printable(&req.path)
+            printable(path)
         ))),
     }
 }
@@ -89,9 +127,10 @@ fn printable(path: &str) -> String {
 }
 
 fn check_api_key(state: &State, req: &Request) -> Result<(), ApiError> {
-    let Some(key) = &state.config.api_key else {
+    let keys = &state.config.api_keys;
+    if keys.is_empty() {
         return Ok(());
-    };
+    }
     let given = req
         .header("authorization")
         .and_then(|v| {
@@ -101,7 +140,13 @@ fn check_api_key(state: &State, req: &Request) -> Result<(), ApiError> {
         .or_else(|| req.header("x-api-key"))
         .map(str::trim);
     match given {
-        Some(g) if constant_time_eq(g.as_bytes(), key.as_bytes()) => Ok(()),
+        Some(g)
+            if keys.iter().fold(false, |ok, k| {
+                constant_time_eq(g.as_bytes(), k.as_bytes()) | ok
+            }) =>
+        {
+            Ok(())
+        }
         Some(_) => Err(ApiError::new(
             401,
             "authentication_error",
@@ -133,7 +178,7 @@ fn host_name(authority: &str) -> String {
     host.to_ascii_lowercase()
 }
 
-fn check_origin(state: &State, req: &Request) -> Result<(), ApiError> {
+fn check_origin(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiError> {
     let forbidden = |what: &str| {
         ApiError::new(
             403,
@@ -145,7 +190,10 @@ fn check_origin(state: &State, req: &Request) -> Result<(), ApiError> {
     if state.loopback {
         if let Some(h) = host {
             let name = host_name(h);
-            if !matches!(name.as_str(), "localhost" | "127.0.0.1" | "::1") {
+            let loopback_ip = name
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+            if name != "localhost" && !loopback_ip {
                 return Err(forbidden("the Host header does not name this machine"));
             }
         }
@@ -158,8 +206,12 @@ fn check_origin(state: &State, req: &Request) -> Result<(), ApiError> {
             (Some(a), Some(h)) => a.eq_ignore_ascii_case(h),
             _ => false,
         };
-        if !same {
-            return Err(forbidden("cross-origin request refused"));
+        if same || state.config.cors.allows(origin) {
+            rsp.extra_headers = state.config.cors.answer_headers(origin);
+        } else {
+            return Err(forbidden(
+                "cross-origin request refused (--cors-origins allows other sites)",
+            ));
         }
     }
     Ok(())
@@ -175,6 +227,15 @@ mod tests {
         assert_eq!(host_name("[::1]:80"), "::1");
         assert_eq!(host_name("127.0.0.1"), "127.0.0.1");
         assert_eq!(host_name("evil.example"), "evil.example");
+    }
+
+    #[test]
+    fn prefixes() {
+        assert_eq!(unprefixed("", "/health"), Some("/health"));
+        assert_eq!(unprefixed("/llama", "/llama/health"), Some("/health"));
+        assert_eq!(unprefixed("/llama", "/llama"), Some("/"));
+        assert_eq!(unprefixed("/llama", "/llamas/health"), None);
+        assert_eq!(unprefixed("/llama", "/health"), None);
     }
 
     #[test]

@@ -275,6 +275,9 @@ impl Worker {
         let logits = self.loaded.model.forward(&batch, &mut self.caches);
         let elapsed = t0.elapsed().as_secs_f64();
         self.metrics.record_step(n_prompt_tokens, n_decode, elapsed);
+        let busy = self.slots.iter().filter(|s| s.active.is_some()).count();
+        let longest = self.slots.iter().map(|s| s.tokens.len()).max().unwrap_or(0);
+        self.metrics.record_slots(busy, longest);
 
         let n_vocab = self.loaded.model.config.n_vocab;
         // Each slot's rows are consecutive: one, or its next token's plus one per draft token.
@@ -299,6 +302,8 @@ impl Worker {
         if let Some(a) = self.slots[i].active.as_mut() {
             a.draft_n += draft.len();
         }
+        self.metrics.drafts.add(1);
+        self.metrics.draft_tokens.add(draft.len() as u64);
         let base = self.slots[i].tokens.len() - draft.len();
         self.slots[i].tokens.truncate(base);
         self.caches[i].truncate(base);
@@ -313,6 +318,7 @@ impl Worker {
                     // Already in the cache at the next position.
                     a.next_token = None;
                     a.draft_n_accepted += 1;
+                    self.metrics.draft_accepted.add(1);
                     slot.tokens.push(d);
                     self.caches[i].mark_filled(slot.tokens.len() - 1);
                 }
@@ -423,6 +429,9 @@ impl Worker {
     }
 
     fn publish(&self) {
+        // The gauge follows the slots, also when the last request ends and the loop sleeps.
+        let processing = self.slots.iter().filter(|s| s.active.is_some()).count();
+        self.metrics.requests_processing.set(processing as u64);
         let status = self
             .slots
             .iter()

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod help;
+pub mod http;
 #[cfg(target_os = "linux")]
 pub mod net;
 pub mod server;

@@ -21,7 +21,13 @@ impl Drop for Server {
 /// Starts the server on `model` with `args`, on any free port unless `args` names `--port`; never
 /// opens a browser. Returns once the server has printed its URL.
 pub fn start_with(model: &Path, args: &[&str]) -> Server {
+    start_with_env(model, args, &[])
+}
+
+/// [`start_with`] with environment variables `env` set.
+pub fn start_with_env(model: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_llamafile"));
+    cmd.envs(env.iter().copied());
     cmd.arg("-m").arg(model).args(["--nobrowser", "-t", "2"]);
     if !args.contains(&"--port") {
         cmd.args(["--port", "0"]);
