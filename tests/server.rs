@@ -3,10 +3,11 @@
 
 mod common;
 
+use common::http::Reply;
 use common::server::{start_with, Server};
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -24,98 +25,13 @@ fn start(args: &[&str]) -> Option<Server> {
     Some(start_with(&model, args))
 }
 
-/// A parsed HTTP response.
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
-            panic!(
-                "status {}: body is not JSON ({e}): {}",
-                self.status,
-                String::from_utf8_lossy(&self.body)
-            )
-        })
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// Reads one response (head, then a Content-Length, chunked or close-delimited body).
-fn read_reply(r: &mut impl BufRead) -> Reply {
-    let mut status_line = String::new();
-    r.read_line(&mut status_line).unwrap();
-    let status: u16 = status_line
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
-    let mut headers = Vec::new();
-    loop {
-        let mut line = String::new();
-        r.read_line(&mut line).unwrap();
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        let (n, v) = line.split_once(':').unwrap();
-        headers.push((n.to_string(), v.trim().to_string()));
-    }
-    let reply = Reply {
-        status,
-        headers,
-        body: Vec::new(),
-    };
-    let mut body = Vec::new();
-    if let Some(n) = reply.header("content-length") {
-        body.resize(n.parse().unwrap(), 0);
-        r.read_exact(&mut body).unwrap();
-    } else if reply.header("transfer-encoding") == Some("chunked") {
-        loop {
-            let mut size = String::new();
-            r.read_line(&mut size).unwrap();
-            let n = usize::from_str_radix(size.trim(), 16).unwrap();
-            let mut chunk = vec![0; n + 2];
-            r.read_exact(&mut chunk).unwrap();
-            if n == 0 {
-                break;
-            }
-            body.extend_from_slice(&chunk[..n]);
-        }
-    } else {
-        r.read_to_end(&mut body).unwrap();
-    }
-    Reply { body, ..reply }
-}
-
 /// Sends raw bytes on a fresh connection and reads the reply.
 fn raw(port: u16, request: &[u8]) -> Reply {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
-    s.write_all(request).unwrap();
-    read_reply(&mut BufReader::new(s))
+    common::http::raw("127.0.0.1", port, request)
 }
 
 fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
-    let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (n, v) in headers {
-        req.push_str(&format!("{n}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    raw(port, req.as_bytes())
+    common::http::send("127.0.0.1", port, method, path, headers, body)
 }
 
 fn get(port: u16, path: &str) -> Reply {
@@ -651,14 +567,7 @@ fn chat_at_temperature_zero_matches_the_cli() {
 
 /// Resident memory of a process, in KiB.
 fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
+    common::proc_status_kib(pid, "VmRSS:")
 }
 
 /// Streams one chat answer; returns its text and finish reason.
@@ -972,18 +881,6 @@ fn no_webui_serves_the_api_only() {
     assert_eq!(get(srv.port, "/v1/models").status, 200);
 }
 
-/// A field of /proc/PID/status, in KiB.
-fn status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix(field))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 #[test]
 fn mlock_locks_the_weights_when_allowed() {
     let Some(model) = common::model_path(SMOLLM2) else {
@@ -998,7 +895,7 @@ fn mlock_locks_the_weights_when_allowed() {
         .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
     let srv = start_with(&model, &["-np", "1", "--mlock"]);
     assert_eq!(get(srv.port, "/health").status, 200);
-    let locked = status_kib(srv.child.id(), "VmLck:");
+    let locked = common::proc_status_kib(srv.child.id(), "VmLck:");
     if root {
         assert!(
             locked >= file_kib,
@@ -1006,5 +903,5 @@ fn mlock_locks_the_weights_when_allowed() {
         );
     }
     let plain = start_with(&model, &["-np", "1"]);
-    assert_eq!(status_kib(plain.child.id(), "VmLck:"), 0);
+    assert_eq!(common::proc_status_kib(plain.child.id(), "VmLck:"), 0);
 }

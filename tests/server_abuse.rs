@@ -197,16 +197,6 @@ fn a_client_that_stops_reading_its_stream_stalls_no_one_and_is_cut() {
     drop(stalled);
 }
 
-/// The server's resident memory, from /proc.
-fn resident_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/PID/status")
-}
-
 #[test]
 fn sixty_four_streaming_clients_complete_with_memory_flat() {
     // All 64 from one address: 100 HTTP workers make the per-address cap (3/4 of them) 75.
@@ -242,7 +232,7 @@ fn sixty_four_streaming_clients_complete_with_memory_flat() {
         for c in clients {
             c.join().expect("a client failed");
         }
-        let kib = resident_kib(pid);
+        let kib = common::proc_status_kib(pid, "VmRSS:");
         eprintln!("round {round}: 64 streams complete, server resident {kib} KiB");
         resident.push(kib);
     }

@@ -1,7 +1,7 @@
 //! A minimal HTTP/1.1 client for the server tests: one request per connection, the reply's
 //! status, headers and body (Content-Length, chunked or close-delimited).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -40,8 +40,6 @@ pub fn send(
     headers: &[(&str, &str)],
     body: &str,
 ) -> Reply {
-    let mut s = TcpStream::connect((addr, port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
     let mut req = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}:{port}\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
@@ -51,24 +49,35 @@ pub fn send(
     }
     req.push_str("\r\n");
     req.push_str(body);
-    s.write_all(req.as_bytes()).unwrap();
-    let mut r = BufReader::new(s);
-    let mut line = String::new();
-    r.read_line(&mut line).unwrap();
-    let status = line
+    raw(addr, port, req.as_bytes())
+}
+
+/// Sends raw bytes on a fresh connection and reads the reply.
+pub fn raw(addr: &str, port: u16, request: &[u8]) -> Reply {
+    let mut s = TcpStream::connect((addr, port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    s.write_all(request).unwrap();
+    read_reply(&mut BufReader::new(s))
+}
+
+/// Reads one response (head, then a Content-Length, chunked or close-delimited body).
+pub fn read_reply(r: &mut impl BufRead) -> Reply {
+    let mut status_line = String::new();
+    r.read_line(&mut status_line).unwrap();
+    let status: u16 = status_line
         .split(' ')
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("bad status line {line:?}"));
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
     let mut headers = Vec::new();
     loop {
-        let mut h = String::new();
-        r.read_line(&mut h).unwrap();
-        let h = h.trim_end();
-        if h.is_empty() {
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        let line = line.trim_end();
+        if line.is_empty() {
             break;
         }
-        let (n, v) = h.split_once(':').unwrap();
+        let (n, v) = line.split_once(':').unwrap();
         headers.push((n.to_string(), v.trim().to_string()));
     }
     let mut reply = Reply {

@@ -132,3 +132,15 @@ pub fn llamafile_with_input(args: &[&str], input: &[u8]) -> Output {
         .expect("write stdin");
     child.wait_with_output().expect("wait for llamafile")
 }
+
+/// A field of /proc/PID/status (`"VmRSS:"`, `"VmLck:"`, ...), in KiB; 0 when it cannot be read.
+pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix(field))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}

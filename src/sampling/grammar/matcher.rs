@@ -9,7 +9,7 @@
 //! walking the whole vocabulary trie per token cheap.
 
 use super::compile::{Elem, Grammar};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// No parent: the bottom of a stack. As a member of a set: the empty (finished) stack.
@@ -63,10 +63,11 @@ impl Matcher {
 
     fn start_set(&mut self) -> u32 {
         let mut out = Vec::new();
+        let mut seen = HashSet::new();
         let root = self.g.root as usize;
         for i in 0..self.g.rules[root].alts.len() {
             let alt = self.g.rules[root].alts[i];
-            self.expand(alt, NIL, &mut out);
+            self.expand(alt, NIL, &mut out, &mut seen);
         }
         self.intern_set(out)
     }
@@ -97,10 +98,22 @@ impl Matcher {
 
     /// Pushes onto `out` the normalised stacks (top is a byte set, or the empty stack) for
     /// "match from `pos`, then continue with `parent`". Iterative, so that deeply nested
-    /// grammars cannot exhaust the thread's stack.
-    fn expand(&mut self, pos: u32, parent: u32, out: &mut Vec<u32>) {
+    /// grammars cannot exhaust the thread's stack. `seen` holds the (position, parent) pairs
+    /// already expanded in this step: each is expanded once, so grammars with many ways to
+    /// match nothing (`("" | "" | x){0,48}`) cost time linear in the stacks they reach, not
+    /// exponential in the ways of reaching them.
+    fn expand(
+        &mut self,
+        pos: u32,
+        parent: u32,
+        out: &mut Vec<u32>,
+        seen: &mut HashSet<(u32, u32)>,
+    ) {
         let mut work = vec![(pos, parent)];
         while let Some((pos, parent)) = work.pop() {
+            if !seen.insert((pos, parent)) {
+                continue;
+            }
             match self.g.elems[pos as usize] {
                 Elem::End => {
                     if parent == NIL {
@@ -133,6 +146,7 @@ impl Matcher {
             return t;
         }
         let mut out = Vec::new();
+        let mut seen = HashSet::new();
         for i in 0..self.sets[set as usize].len() {
             let s = self.sets[set as usize][i];
             if s == NIL {
@@ -141,7 +155,7 @@ impl Matcher {
             let (pos, parent) = self.nodes[s as usize];
             if let Elem::Bytes(bs) = self.g.elems[pos as usize] {
                 if bs.contains(b) {
-                    self.expand(pos + 1, parent, &mut out);
+                    self.expand(pos + 1, parent, &mut out, &mut seen);
                 }
             }
         }
@@ -244,6 +258,17 @@ mod tests {
         assert_eq!(accepts_all(g, "ab12yz"), (true, true));
         assert!(!accepts_all(g, "ab12yzx").0);
         assert!(!accepts_all(g, "b").0);
+    }
+
+    /// Found by fuzz/fuzz_targets/gbnf.rs: a repetition of a group with many empty
+    /// alternatives reached the same stacks along exponentially many paths, and following one
+    /// byte ran for minutes and out of memory. A grammar comes with any server request.
+    #[test]
+    fn many_ways_to_match_nothing_cost_linear_time() {
+        let g = r#"root ::= ( "a" | "" | "" | "" | "" | "" | "" | "" | "" | "" ){0,48} "b""#;
+        assert_eq!(accepts_all(g, "aab"), (true, true));
+        assert_eq!(accepts_all(g, "b"), (true, true));
+        assert!(!accepts_all(g, "ac").0);
     }
 
     #[test]
