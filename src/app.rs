@@ -407,31 +407,26 @@ fn grammar_from_cli(cli: &Cli) -> Result<Option<Grammar>> {
     let read = |p: &std::path::Path| {
         std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))
     };
-    let (flag, gbnf) = if let Some(g) = &cli.grammar {
-        ("--grammar".to_string(), g.clone())
+    let parse =
+        |flag: &str, gbnf: &str| Grammar::parse(gbnf).map_err(|e| anyhow::anyhow!("{flag}: {e}"));
+    let grammar = if let Some(g) = &cli.grammar {
+        parse("--grammar", g)?
     } else if let Some(f) = &cli.grammar_file {
-        (format!("--grammar-file {}", f.display()), read(f)?)
+        parse(&format!("--grammar-file {}", f.display()), &read(f)?)?
     } else if let Some(s) = &cli.json_schema {
-        (
-            "--json-schema".to_string(),
-            schema_to_gbnf("--json-schema", s)?,
-        )
+        schema_grammar("--json-schema", s)?
     } else if let Some(f) = &cli.json_schema_file {
-        let flag = format!("--json-schema-file {}", f.display());
-        let gbnf = schema_to_gbnf(&flag, &read(f)?)?;
-        (flag, gbnf)
+        schema_grammar(&format!("--json-schema-file {}", f.display()), &read(f)?)?
     } else {
         return Ok(None);
     };
-    Grammar::parse(&gbnf)
-        .map(Some)
-        .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
+    Ok(Some(grammar))
 }
 
-fn schema_to_gbnf(flag: &str, text: &str) -> Result<String> {
+fn schema_grammar(flag: &str, text: &str) -> Result<Grammar> {
     let schema: serde_json::Value =
         serde_json::from_str(text).map_err(|e| anyhow::anyhow!("{flag}: not valid JSON: {e}"))?;
-    json_schema::to_gbnf(&schema).map_err(|e| anyhow::anyhow!("{flag}: {e}"))
+    json_schema::to_grammar(&schema).map_err(|e| anyhow::anyhow!("{flag}: {e}"))
 }
 
 /// One `--trace-tokens` line: the token, its text and the five highest logits.

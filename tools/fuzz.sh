@@ -31,7 +31,7 @@ rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly -
   || die "could not install the nightly toolchain"
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked >&2 \
   || die "could not install cargo-fuzz"
-packaging/fetch-models.sh all >&2 || die "could not fetch the test models"
+packaging/fetch-models.sh smollm2 gemma3 >&2 || die "could not fetch the tokenizer targets' models"
 
 (cd fuzz && cargo +nightly fuzz build -O >&2) || die "the fuzz targets do not build"
 bin_dir=fuzz/target/x86_64-unknown-linux-gnu/release

@@ -229,14 +229,14 @@ fn logit_bias(v: &Value, state: &State) -> Result<Vec<(u32, f32)>, ApiError> {
 /// The grammar a request asks for: `grammar` (GBNF), `json_schema`, or OpenAI's
 /// `response_format` (`json_object`, optionally with `schema`, or `json_schema`).
 fn request_grammar(o: &Obj) -> Result<Option<Grammar>, ApiError> {
-    let mut sources: Vec<(String, String)> = Vec::new();
+    let mut sources: Vec<(String, Grammar)> = Vec::new();
     if let Some(g) = o.str("grammar")? {
-        sources.push(("grammar".to_string(), g.to_string()));
+        sources.push(("grammar".to_string(), parse_gbnf(g, "grammar")?));
     }
     if let Some(schema) = o.get("json_schema") {
         sources.push((
             "json_schema".to_string(),
-            schema_gbnf(schema, "json_schema")?,
+            schema_grammar(schema, "json_schema")?,
         ));
     }
     if let Some(rf) = o.get("response_format") {
@@ -244,11 +244,11 @@ fn request_grammar(o: &Obj) -> Result<Option<Grammar>, ApiError> {
         match rf.str("type")? {
             None | Some("text") => {}
             Some("json_object") => {
-                let gbnf = match rf.get("schema") {
-                    Some(schema) => schema_gbnf(schema, "response_format.schema")?,
-                    None => JSON_OBJECT_GBNF.to_string(),
+                let grammar = match rf.get("schema") {
+                    Some(schema) => schema_grammar(schema, "response_format.schema")?,
+                    None => parse_gbnf(JSON_OBJECT_GBNF, "response_format")?,
                 };
-                sources.push(("response_format".to_string(), gbnf));
+                sources.push(("response_format".to_string(), grammar));
             }
             Some("json_schema") => {
                 let js = rf.get("json_schema").ok_or_else(|| {
@@ -263,7 +263,7 @@ fn request_grammar(o: &Obj) -> Result<Option<Grammar>, ApiError> {
                 })?;
                 sources.push((
                     "response_format.json_schema.schema".to_string(),
-                    schema_gbnf(schema, "response_format.json_schema.schema")?,
+                    schema_grammar(schema, "response_format.json_schema.schema")?,
                 ));
             }
             Some(other) => {
@@ -283,16 +283,15 @@ fn request_grammar(o: &Obj) -> Result<Option<Grammar>, ApiError> {
             ),
         ));
     }
-    let Some((field, gbnf)) = sources.pop() else {
-        return Ok(None);
-    };
-    Grammar::parse(&gbnf)
-        .map(Some)
-        .map_err(|e| ApiError::field(&field, format!("invalid grammar: {e}")))
+    Ok(sources.pop().map(|(_, grammar)| grammar))
 }
 
-fn schema_gbnf(schema: &Value, field: &str) -> Result<String, ApiError> {
-    json_schema::to_gbnf(schema)
+fn parse_gbnf(gbnf: &str, field: &str) -> Result<Grammar, ApiError> {
+    Grammar::parse(gbnf).map_err(|e| ApiError::field(field, format!("invalid grammar: {e}")))
+}
+
+fn schema_grammar(schema: &Value, field: &str) -> Result<Grammar, ApiError> {
+    json_schema::to_grammar(schema)
         .map_err(|e| ApiError::field(field, format!("unsupported schema: {e}")))
 }
 

@@ -6,6 +6,7 @@
 //! null. Keywords that would constrain the output in ways the grammar cannot (`pattern`,
 //! `multipleOf`, `allOf`, ...) are errors, never silently ignored.
 
+use super::Grammar;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -18,8 +19,19 @@ pub struct SchemaError {
     pub problem: String,
 }
 
-/// GBNF text for documents that match `schema`.
+/// The compiled grammar of documents that match `schema`: what a request or a flag asks for.
+pub fn to_grammar(schema: &Value) -> Result<Grammar, SchemaError> {
+    compile(&convert(schema)?)
+}
+
+/// GBNF text for documents that match `schema`; the text is known to compile.
 pub fn to_gbnf(schema: &Value) -> Result<String, SchemaError> {
+    let gbnf = convert(schema)?;
+    compile(&gbnf)?;
+    Ok(gbnf)
+}
+
+fn convert(schema: &Value) -> Result<String, SchemaError> {
     let mut c = Converter {
         root: schema,
         rules: Vec::new(),
@@ -33,17 +45,20 @@ pub fn to_gbnf(schema: &Value) -> Result<String, SchemaError> {
         let _ = writeln!(out, "{name} ::= {body}");
     }
     out.push_str(PRIMITIVES);
-    // A schema may reach itself through '$ref' with nothing matched in between
-    // ({"$ref": "#"}); no grammar can express that, and the compiled grammar is what notices.
-    if let Err(e) = super::Grammar::parse(&out) {
+    Ok(out)
+}
+
+/// Compiles converted text. A schema may reach itself through '$ref' with nothing matched in
+/// between ({"$ref": "#"}); no grammar can express that, and compiling is what notices.
+fn compile(gbnf: &str) -> Result<Grammar, SchemaError> {
+    Grammar::parse(gbnf).map_err(|e| {
         let problem = if e.to_string().contains("left-recursive") {
             format!("'$ref' leads back to the same schema without matching anything: {e}")
         } else {
             format!("the schema gives a grammar that does not compile: {e}")
         };
-        return Err(err("/", problem));
-    }
-    Ok(out)
+        err("/", problem)
+    })
 }
 
 /// Shared rules every generated grammar may use.
