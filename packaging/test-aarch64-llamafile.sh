@@ -49,7 +49,7 @@ for cpu in neon dotprod; do
     status=1
     continue
   fi
-  python3 packaging/compare-llamafiles.py --label "aarch64 llamafile, $cpu" --exact \
+  python3 packaging/compare-llamafiles.py --label "aarch64 llamafile, $cpu" --exact --timeout 900 \
     --prompts short -n 16 --reference "$work/smollm2-linux-x86_64.llamafile" \
     --candidate "$run" || status=1
 done

@@ -34,7 +34,7 @@ fi
 
 target_dir=${CARGO_TARGET_DIR:-target}
 cargo build --release --bin llamafile --bin zipalign
-cargo build --release --target "$target" --bin llamafile
+cargo build --release --target "$target" --bin llamafile --bin zipalign
 
 export WINEPREFIX="${WINEPREFIX:-$HOME/.cache/llamafile-rs/wine}" WINEDEBUG=-all
 mkdir -p "$WINEPREFIX"
@@ -73,7 +73,6 @@ packaging/make-llamafile.sh "$model" "$work/side/smollm2.exe" --target windows-x
 # The Windows engine takes the Linux llamafile's weights and .args (--upgrade-engine), and
 # zipalign.exe adds to the result in place (Windows replaces no open file: both close first).
 engine="$target_dir/$target/release/llamafile.exe"
-cargo build --release --target "$target" --bin zipalign
 wine "$engine" --upgrade-engine "$linux" "$work/upgraded.exe" </dev/null
 echo "a note" >"$work/note.txt"
 wine "$target_dir/$target/release/zipalign.exe" -j "$work/upgraded.exe" "$work/note.txt" </dev/null

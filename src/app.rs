@@ -356,19 +356,13 @@ pub fn sampling_from_cli(cli: &Cli, seed: u64) -> Result<SamplingParams> {
                 .collect()
         };
     }
-    match (&cli.samplers, &cli.sampling_seq) {
-        (Some(_), Some(_)) => {
-            bail!("give the sampler order with --samplers or --sampling-seq, not both")
-        }
-        (Some(list), None) => {
-            p.samplers =
-                SamplerKind::parse_list(list).map_err(|e| anyhow::anyhow!("--samplers: {e}"))?
-        }
-        (None, Some(seq)) => {
-            p.samplers = SamplerKind::parse_letters(seq)
-                .map_err(|e| anyhow::anyhow!("--sampling-seq: {e}"))?
-        }
-        (None, None) => {}
+    // Cli::settle keeps only the later of --samplers and --sampling-seq.
+    if let Some(list) = &cli.samplers {
+        p.samplers =
+            SamplerKind::parse_list(list).map_err(|e| anyhow::anyhow!("--samplers: {e}"))?;
+    } else if let Some(seq) = &cli.sampling_seq {
+        p.samplers =
+            SamplerKind::parse_letters(seq).map_err(|e| anyhow::anyhow!("--sampling-seq: {e}"))?;
     }
     for b in &cli.logit_bias {
         p.logit_bias.push(parse_logit_bias(b)?);
@@ -393,17 +387,9 @@ fn parse_logit_bias(text: &str) -> Result<(u32, f32)> {
     Ok((id, bias))
 }
 
-/// The grammar from --grammar, --grammar-file, --json-schema or --json-schema-file (one only).
+/// The grammar from --grammar, --grammar-file, --json-schema or --json-schema-file (Cli::settle
+/// keeps only the last of them given).
 fn grammar_from_cli(cli: &Cli) -> Result<Option<Grammar>> {
-    let given = [
-        cli.grammar.is_some(),
-        cli.grammar_file.is_some(),
-        cli.json_schema.is_some(),
-        cli.json_schema_file.is_some(),
-    ];
-    if given.iter().filter(|&&g| g).count() > 1 {
-        bail!("give one of --grammar, --grammar-file, --json-schema, --json-schema-file");
-    }
     let read = |p: &std::path::Path| {
         std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))
     };

@@ -7,6 +7,7 @@ pub mod app;
 pub mod args;
 pub mod bench;
 pub mod bundle;
+pub mod calendar;
 pub mod chat;
 pub mod cli;
 pub mod cores;

@@ -19,13 +19,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::bundle::output::Output;
-use crate::bundle::pack::{copy_entry, copy_range, write_central_directory, CHUNK};
+use crate::bundle::pack::{
+    copy_entry, copy_range, write_central_directory, CHUNK, DEFAULT_ALIGNMENT,
+};
 use crate::bundle::{Bundle, BundleError};
 use crate::gguf::{GgufError, GgufFile};
 use crate::model::{Model, ModelError};
-
-/// Alignment of the entries' data in the result, as make-llamafile.sh packs them.
-pub const ALIGNMENT: u64 = 65536;
 
 /// Why an upgrade was refused or failed.
 #[derive(Debug, thiserror::Error)]
@@ -78,8 +77,14 @@ pub fn upgrade(engine: &Path, old: &Path, out: &Path) -> Result<Upgraded, Upgrad
     copy_range(&engine_file, 0, engine_len, &mut output, &mut buf).map_err(io_error(engine))?;
     let mut entries = Vec::new();
     for entry in source.entries() {
-        let copied = copy_entry(source.file(), entry, ALIGNMENT, &mut output, &mut buf)
-            .map_err(io_error(old))?;
+        let copied = copy_entry(
+            source.file(),
+            entry,
+            DEFAULT_ALIGNMENT,
+            &mut output,
+            &mut buf,
+        )
+        .map_err(io_error(old))?;
         entries.push(copied);
     }
     write_central_directory(&entries, &mut output).map_err(io_error(out))?;

@@ -145,24 +145,26 @@ fn make_llamafile(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
     make_llamafile_with(args, &[])
 }
 
-/// make-llamafile.sh with extra environment variables, and `umask` set when one is given as
-/// `("umask", "077")`.
+/// make-llamafile.sh with extra environment variables, under umask 022.
 fn make_llamafile_with(args: &[&dyn AsRef<std::ffi::OsStr>], env: &[(&str, &str)]) -> Output {
+    make_llamafile_umask(args, env, "022")
+}
+
+/// make-llamafile.sh with extra environment variables, under `umask`.
+fn make_llamafile_umask(
+    args: &[&dyn AsRef<std::ffi::OsStr>],
+    env: &[(&str, &str)],
+    umask: &str,
+) -> Output {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/make-llamafile.sh");
-    let umask = env
-        .iter()
-        .find(|(k, _)| *k == "umask")
-        .map_or("022", |(_, v)| v);
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(format!("umask {umask}; exec \"$0\" \"$@\""))
         .arg(script)
         .args(args.iter().map(|a| a.as_ref()))
         .env("LLAMAFILE_BIN", llamafile_bin())
-        .env("ZIPALIGN_BIN", zipalign_bin());
-    for (k, v) in env.iter().filter(|(k, _)| *k != "umask") {
-        cmd.env(k, v);
-    }
+        .env("ZIPALIGN_BIN", zipalign_bin())
+        .envs(env.iter().copied());
     cmd.output().expect("run make-llamafile.sh")
 }
 
@@ -678,7 +680,7 @@ fn packaging_twice_gives_the_same_bytes() {
     ok("pack a", make_llamafile(&[&gguf, &a, &"--temp", &"0"]));
     // Another name, another second, another umask: nothing of it may show in the bytes.
     std::thread::sleep(Duration::from_millis(1100));
-    let out = make_llamafile_with(&[&gguf, &b, &"--temp", &"0"], &[("umask", "077")]);
+    let out = make_llamafile_umask(&[&gguf, &b, &"--temp", &"0"], &[], "077");
     ok("pack b", out);
     let (x, y) = (fs::read(&a).unwrap(), fs::read(&b).unwrap());
     assert!(

@@ -10,6 +10,11 @@ use super::output::Output;
 use super::{records, Entry};
 use crate::platform::read_exact_at;
 
+/// Where entries' data starts unless told otherwise (zipalign's `-a`, `--upgrade-engine`,
+/// and `packaging/make-llamafile.sh`'s `ZIPALIGN_ALIGN`): 64 KiB, a multiple of every page
+/// size in use, so a GGUF maps in place on any platform.
+pub const DEFAULT_ALIGNMENT: u64 = 65536;
+
 /// Size of the streaming buffer callers pass in: fixed, however large the file.
 pub const CHUNK: usize = 1 << 20;
 

@@ -5,6 +5,7 @@
 
 use super::format::*;
 use super::Entry;
+use crate::calendar::civil_from_days;
 
 /// ZIP64 extra block in a local header: id, length, uncompressed and compressed size.
 const LOCAL_ZIP64_EXTRA_LEN: usize = 4 + 8 + 8;
@@ -115,20 +116,6 @@ pub fn dos_time_date(unix_seconds: i64) -> (u16, u16) {
     let time = ((secs / 3600) << 11) | ((secs / 60 % 60) << 5) | ((secs % 60) / 2);
     let date = ((year - 1980) << 9) | (month << 5) | day;
     (time as u16, date as u16)
-}
-
-/// Proleptic Gregorian (year, month, day) of a day count from 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 fn name_len(entry: &Entry) -> u16 {

@@ -50,16 +50,15 @@ pub fn resolve_model_beside(
     if let Some(bundle) = own.filter(|b| b.entry(arg).is_some()) {
         return bundle.locate(arg);
     }
-    let side = program_dir
-        .filter(|_| !arg.starts_with("/zip/") && Path::new(arg).is_relative())
-        .map(|dir| dir.join(arg));
-    if let Some(side) = side.filter(|p| p.is_file()) {
+    // A name with a root (`/x`, `C:\\x`, `\\x`, `/zip/x`) is never a side file.
+    let side_dir = program_dir.filter(|_| !Path::new(arg).has_root());
+    if let Some(side) = side_dir.map(|dir| dir.join(arg)).filter(|p| p.is_file()) {
         return locate_on_disk(&side);
     }
     Err(BundleError::ModelNotFound {
         name: arg.to_string(),
         own: own.map(|b| b.path().to_path_buf()),
-        beside: program_dir.map(Path::to_path_buf),
+        beside: side_dir.map(Path::to_path_buf),
     })
 }
 

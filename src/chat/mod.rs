@@ -67,11 +67,9 @@ pub fn template_override(
     tok: &crate::tokenizer::Tokenizer,
 ) -> anyhow::Result<Option<ChatTemplate>> {
     use anyhow::Context;
+    // Cli::settle keeps only the later of --chat-template and --chat-template-file.
     let (source, origin) = match (&cli.chat_template_file, &cli.chat_template) {
-        (Some(_), Some(_)) => {
-            anyhow::bail!("give --chat-template or --chat-template-file, not both")
-        }
-        (Some(path), None) => {
+        (Some(path), _) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read chat template file {}", path.display()))?;
             (text, format!("--chat-template-file {}", path.display()))

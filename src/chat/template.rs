@@ -168,16 +168,7 @@ fn strftime(secs: u64, format: &str) -> String {
     ];
     let days = (secs / 86400) as i64;
     let tod = secs % 86400;
-    // civil_from_days (Howard Hinnant).
-    let z = days + 719468;
-    let era = z.div_euclid(146097);
-    let doe = z - era * 146097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = crate::calendar::civil_from_days(days);
     let mut out = String::new();
     let mut chars = format.chars();
     while let Some(c) = chars.next() {

@@ -493,7 +493,6 @@ impl Cli {
             "LLAMA_ARG_CONTEXT_SHIFT",
             false,
         )?;
-        self.no_context_shift = !self.context_shift;
         self.ctx_size_given = m.value_source("ctx_size") != Some(ValueSource::DefaultValue);
         // As in llama.cpp, the later of flags that set the same thing wins.
         match latest(m, &["samplers", "sampling_seq"]) {

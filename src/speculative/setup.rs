@@ -121,12 +121,13 @@ pub fn build<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
     fn args(argv: &[&str]) -> SpecArgs {
         let mut full = vec!["llamafile"];
         full.extend_from_slice(argv);
-        crate::cli::Cli::parse_from(full).spec
+        crate::cli::parse(full.into_iter().map(Into::into).collect())
+            .unwrap()
+            .spec
     }
 
     #[test]

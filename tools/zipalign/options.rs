@@ -21,7 +21,7 @@ that already has a FILE's name is replaced. ZIP64 records are always written.
   -h        show this help
 ";
 
-pub const DEFAULT_ALIGNMENT: u64 = 65536;
+pub use llamafile::bundle::pack::DEFAULT_ALIGNMENT;
 /// Larger alignments only waste space; 1 GiB is far beyond any page or GPU requirement.
 const MAX_ALIGNMENT: u64 = 1 << 30;
 
