@@ -3,7 +3,7 @@
 //! values, still gives a server whose `/health` answers 200; and the server flags that act here
 //! (aliases and tags, API keys from a list and a file, `--no-slots`, `--api-prefix`, CORS,
 //! `--no-cache-prompt`, `--kv-unified-per-slot`, several `--host` addresses, the `LLAMA_ARG_*`
-//! variables) behave as llama-server's README says.
+//! variables, `-n` as a bound on every request) behave as llama-server's README says.
 
 mod common;
 
@@ -277,4 +277,31 @@ fn several_addresses_are_served() {
     }
     let v: Value = get(srv.port, "/health", &[]).json();
     assert_eq!(v["status"], "ok");
+}
+
+#[test]
+fn server_n_predict_bounds_every_request() {
+    let Some(srv) = start(&["-n", "3"]) else {
+        return;
+    };
+    let post = |path: &str, body: &str| send("127.0.0.1", srv.port, "POST", path, &[], body).json();
+    // More than -n, or no limit of its own: -n tokens.
+    for body in [
+        r#"{"prompt": "Once upon a time", "n_predict": 50, "ignore_eos": true}"#,
+        r#"{"prompt": "Once upon a time", "n_predict": -1, "ignore_eos": true}"#,
+        r#"{"prompt": "Once upon a time", "ignore_eos": true}"#,
+    ] {
+        let r = post("/completion", body);
+        assert_eq!(r["tokens_predicted"], 3, "{body}: {r}");
+    }
+    let r = post(
+        "/completion",
+        r#"{"prompt": "Once upon a time", "n_predict": 2, "ignore_eos": true}"#,
+    );
+    assert_eq!(r["tokens_predicted"], 2, "{r}");
+    let r = post(
+        "/v1/chat/completions",
+        r#"{"messages": [{"role": "user", "content": "Tell me a long story."}], "max_tokens": 40, "ignore_eos": true}"#,
+    );
+    assert_eq!(r["usage"]["completion_tokens"], 3, "{r}");
 }

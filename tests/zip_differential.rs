@@ -277,5 +277,8 @@ fn mutated_archives_never_panic_and_agree_when_both_accept() {
     eprintln!("3000 mutants: both read {both}, only ours {only_ours}, only zip {only_theirs}");
     // The agreement check means something only if many mutants are read by both (896 of the
     // 3000 with this seed): a mutation scheme that broke every archive would test nothing.
-    assert!(both >= 300, "only {both} of 3000 mutants were read by both readers");
+    assert!(
+        both >= 300,
+        "only {both} of 3000 mutants were read by both readers"
+    );
 }

@@ -295,6 +295,21 @@ fn schema_grammar(schema: &Value, field: &str) -> Result<Grammar, ApiError> {
         .map_err(|e| ApiError::field(field, format!("unsupported schema: {e}")))
 }
 
+/// The tokens a request may generate: its own limit (-1: none) bounded by the server's `-n`
+/// (-1: none), as llama-server does it: a request cannot ask for more than `-n` (it gets `-n`),
+/// and one that sets no limit of its own gets `-n`.
+pub fn bounded_n_predict(request: i64, server: i64) -> i64 {
+    if server < 0 {
+        request
+    } else if request < 0 {
+        server
+    } else if server > 0 {
+        request.min(server)
+    } else {
+        request
+    }
+}
+
 /// A fresh seed from the clock (seed -1 asks for one).
 pub fn random_seed() -> u64 {
     let t = std::time::SystemTime::now()
@@ -468,4 +483,21 @@ pub fn usage(s: &Summary) -> Value {
         "total_tokens": s.n_prompt + s.n_predicted,
         "prompt_tokens_details": { "cached_tokens": s.n_cached },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bounded_n_predict;
+
+    #[test]
+    fn server_limit_bounds_requests_as_llama_server_does() {
+        assert_eq!(bounded_n_predict(100, -1), 100);
+        assert_eq!(bounded_n_predict(-1, -1), -1);
+        assert_eq!(bounded_n_predict(100, 8), 8);
+        assert_eq!(bounded_n_predict(5, 8), 5);
+        assert_eq!(bounded_n_predict(-1, 8), 8);
+        assert_eq!(bounded_n_predict(0, 8), 0);
+        assert_eq!(bounded_n_predict(-1, 0), 0);
+        assert_eq!(bounded_n_predict(5, 0), 5);
+    }
 }

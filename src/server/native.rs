@@ -76,9 +76,10 @@ pub fn completion(state: &State, body: &[u8], rsp: &mut Responder) -> Result<(),
     let prompt = native_prompt(state, o.get("prompt"))?;
     let sampling = sampling_params(&o, state)?;
     let params = GenParams {
-        n_predict: o
-            .int_in("n_predict", -1..=1 << 30)?
-            .unwrap_or(state.config.n_predict),
+        n_predict: generation::bounded_n_predict(
+            o.int_in("n_predict", -1..=1 << 30)?.unwrap_or(-1),
+            state.config.n_predict,
+        ),
         stop: o.stop("stop")?,
         cache_prompt: o.bool("cache_prompt")?.unwrap_or(state.config.cache_prompt),
         ignore_eos: o.bool("ignore_eos")?.unwrap_or(false),

@@ -128,7 +128,7 @@ fn gen_params(
     };
     Ok(GenParams {
         sampling,
-        n_predict: max,
+        n_predict: generation::bounded_n_predict(max, state.config.n_predict),
         stop: o.stop("stop")?,
         cache_prompt: o.bool("cache_prompt")?.unwrap_or(state.config.cache_prompt),
         ignore_eos: o.bool("ignore_eos")?.unwrap_or(false),
