@@ -20,7 +20,7 @@ shift
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-all_targets=(gguf zip args tokenize_bpe tokenize_spm gbnf json_schema chat_template http_request)
+all_targets=(gguf zip args tokenize_bpe tokenize_spm gbnf json_schema chat_template http_request json_request)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
 for t in "${targets[@]}"; do
@@ -90,6 +90,24 @@ printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r
   | seed http_request pipelined
 printf 'POST /completion HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n' \
   | seed http_request chunked
+# json_request serves a tiny model with SmolLM2's vocabulary: requests are what it fuzzes, not
+# the weights, and a small model answers a valid request in a few milliseconds.
+python3 tools/synth-model.py mistral q8_0 "$seeds/server-model.gguf" >&2 \
+  || die "could not write the json_request target's model (pip install gguf numpy)"
+export LLAMAFILE_FUZZ_SERVER_MODEL="$seeds/server-model.gguf"
+# json_request: the first byte picks the endpoint (its index in the target's ENDPOINTS list).
+jr() { # INDEX NAME BODY
+  { printf "\\x$(printf %02x "$1")"; printf '%s' "$3"; } | seed json_request "$2"
+}
+jr 0 completion '{"prompt": "Once upon a time", "n_predict": 4, "temperature": 0.7, "top_k": 20, "stop": ["\n"], "n_probs": 2, "cache_prompt": true}'
+jr 0 completion-tokens '{"prompt": [1, 2, "and text", 3], "stream": true, "grammar": "root ::= [a-z]+", "logit_bias": [[15, -1.5]], "samplers": ["top_k", "temperature"]}'
+jr 2 v1-completions '{"prompt": ["a", "b"], "max_tokens": 3, "logprobs": 2, "seed": 7, "echo": false}'
+jr 3 chat '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Hi"}]}], "max_tokens": 2, "stream": true, "stream_options": {"include_usage": true}}'
+jr 3 chat-schema '{"messages": [{"role": "user", "content": "JSON please"}], "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {"a": {"type": "integer"}}}}}, "logprobs": true, "top_logprobs": 3}'
+jr 5 tokenize '{"content": "Hello <|im_start|> world", "add_special": true, "parse_special": false, "with_pieces": true}'
+jr 6 detokenize '{"tokens": [1, 2, 3, 400]}'
+jr 7 apply-template '{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]}'
+jr 8 props '{"n_ctx": 4}'
 
 run_target() { # TARGET: runs it, prints its summary line
   local t=$1 corpus=fuzz/corpus/$1 artifacts=fuzz/artifacts/$1 log=fuzz/artifacts/$1.log

@@ -1,4 +1,5 @@
-//! What several fuzz targets share: the test models they take their vocabularies from.
+//! What several fuzz targets share: the test models they take their vocabularies (or, for
+//! the server, their weights) from.
 
 #![allow(dead_code)]
 
@@ -14,6 +15,18 @@ fn models_dir() -> PathBuf {
     }
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
     PathBuf::from(home).join(".cache/llamafile-rs/models")
+}
+
+/// The path of test model `stem`; the target cannot run without it, so its absence aborts
+/// with the command that fetches it.
+pub fn model_file(stem: &str) -> String {
+    let path = models_dir().join(format!("{stem}.gguf"));
+    assert!(
+        path.is_file(),
+        "{}: missing (run packaging/fetch-models.sh smollm2)",
+        path.display()
+    );
+    path.to_string_lossy().into_owned()
 }
 
 /// The tokenizer of test model `stem`; the target cannot run without it, so its absence aborts
