@@ -71,6 +71,19 @@ export async function canned({ browser, base, outDir }) {
   check(stats.includes("123.4 tokens/s") && stats.includes("prompt 12 tokens"), `tokens/s from the server's timings: "${stats}"`);
   await page.screenshot({ path: join(outDir, "chat-desktop-markdown.png"), animations: "disabled" });
 
+  // Cases a canned stream does not show: a code block still streaming, links that must not
+  // become links, reasoning, and Markdown's own escapes.
+  const md = (src) => page.evaluate((s) => markdown(s), src);
+  check(await md("```js\nlet a = 1;\n") === await md("```js\nlet a = 1;\n```"), "an unclosed code block (mid-stream) renders like a closed one");
+  for (const bad of ["[x](javascript:alert(1))", "[x](data:text/html,<b>)", "[x](vbscript:x)", "<a href=\"javascript:x\">y</a>", "[x](JaVaScRiPt:alert(1))"])
+    check(!(await md(bad)).includes("<a "), `no link from ${bad}`);
+  check((await md("see https://example.com/a_b_c.")).includes('<a href="https://example.com/a_b_c" target="_blank" rel="noopener noreferrer">https://example.com/a_b_c</a>.'), "bare URLs become links");
+  check(await md("a \\| b \\*not em\\*") === "<p>a | b *not em*</p>", "backslash escapes");
+  check(await md("| a | b |\n|---|---|\n| `x|y` | z \\| w |") === '<div class="table-wrap"><table><thead><tr><th>a</th><th>b</th></tr></thead><tbody><tr><td><code>x|y</code></td><td>z | w</td></tr></tbody></table></div>',
+    "pipes inside code and escaped pipes stay in their cell");
+  const think = await page.evaluate(() => renderReply({ content: "<think>Let me see <b>.</think>The answer." }));
+  check(think.startsWith('<details class="think"><summary>Thinking</summary><p>Let me see &lt;b&gt;.</p></details><p>The answer.</p>'), "a <think> block folds away, escaped");
+
   // Copy buttons put the code on the clipboard.
   await reply.locator("button.copy-code").click();
   await page.waitForFunction(() => document.getElementById("toast").textContent === "Code copied");
@@ -120,6 +133,10 @@ export async function canned({ browser, base, outDir }) {
   const conv = exported.conversations[0];
   check(exported.format === "llamafile-chat" && exported.conversations.length === 1 && Object.keys(conv.nodes).length === 5,
     "export writes the conversation with every version (5 messages)");
+  const [all] = await Promise.all([page.waitForEvent("download"), page.click("#export-all")]);
+  const allFile = join(outDir, "exported-all.json");
+  await all.saveAs(allFile);
+  check(JSON.parse(readFileSync(allFile, "utf8")).conversations.length === 1, "Export all writes every conversation");
   const title = await page.locator("#conversations li.active button.open").textContent();
   await page.click("#conversations li.active button.delete");
   check(await page.locator("#conversations li button.open").count() === 0 && await page.isVisible("#empty"), "the conversation is deleted (after a confirmation)");
