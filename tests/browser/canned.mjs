@@ -30,9 +30,12 @@ export async function canned({ browser, base, outDir }) {
   const page = await context.newPage();
   const seen = watch(page, base);
   const replies = [], requests = [];
-  await page.route("**/v1/chat/completions", (route) => {
+  let hold = null; // while set, answers wait for it
+  await page.route("**/v1/chat/completions", async (route) => {
     requests.push(route.request().postDataJSON());
-    route.fulfill({ status: 200, headers: { "content-type": "text/event-stream" }, body: sse(replies.shift() || "(no canned reply)") });
+    const body = sse(replies.shift() || "(no canned reply)");
+    if (hold) await hold;
+    await route.fulfill({ status: 200, headers: { "content-type": "text/event-stream" }, body }).catch(() => {}); // the page may have stopped it
   });
   const send = async (text, reply) => {
     replies.push(reply);
@@ -104,6 +107,21 @@ export async function canned({ browser, base, outDir }) {
   await page.click(".msg.assistant .branch button.next");
   check(await pos("assistant") === "2/2" && await reply.textContent() === "Second answer", "› back to 2/2");
 
+  // While an answer streams, the thread's buttons are out of the way and other chats wait.
+  let release;
+  hold = new Promise((r) => { release = r; });
+  replies.push("late");
+  await page.locator(".msg.assistant button.regen").click();
+  await page.waitForFunction(() => document.body.classList.contains("generating"));
+  check(!(await page.locator(".msg.user button.edit").isVisible()) && !(await page.locator(".msg button.regen").first().isVisible()), "edit and regenerate hide while an answer streams");
+  await page.click("#new-chat");
+  check(await page.locator(".msg.user").count() === 1 && (await page.textContent("#toast")).startsWith("Stop the answer first"), "new chat waits until the answer is stopped");
+  await page.keyboard.press("Escape");
+  await idle(page, 5000);
+  hold = null; release();
+  check(await pos("assistant") === "3/3" && /stopped/.test(await page.locator(".msg.assistant .stats").textContent()), "a stopped regeneration is kept as version 3/3");
+  await page.click(".msg.assistant .branch button.prev");
+
   // Edit: the edited message is a new version with its own answer; the old one stays.
   await page.click(".msg.user button.edit");
   const editor = page.locator(".msg.user .edit-box textarea");
@@ -116,13 +134,13 @@ export async function canned({ browser, base, outDir }) {
   replies.push("Third answer");
   await page.locator(".msg.user .edit-box textarea").press("Enter");
   await idle(page, 10000);
-  check(requests[2].messages.at(-1).content === "Show me less", "the edited text is sent");
+  check(requests.at(-1).messages.at(-1).content === "Show me less", "the edited text is sent");
   check(await pos("user") === "2/2" && await page.locator(".msg.user .bubble").textContent() === "Show me less" && await reply.textContent() === "Third answer",
     "the edit is version 2/2 with its answer");
   check(await page.locator(".msg.assistant .branch").count() === 0, "the new branch's answer has no siblings");
   await page.click(".msg.user .branch button.prev");
   check(await pos("user") === "1/2" && await page.locator(".msg.user .bubble").textContent() === "Show me everything"
-    && await pos("assistant") === "2/2" && await reply.textContent() === "Second answer", "‹ on the message brings back the first branch, its answers kept");
+    && await pos("assistant") === "2/3" && await reply.textContent() === "Second answer", "‹ on the message brings back the first branch, its answers kept");
   await page.screenshot({ path: join(outDir, "chat-desktop-branches.png"), animations: "disabled" });
 
   // Export, delete, import: the same tree comes back.
@@ -131,8 +149,8 @@ export async function canned({ browser, base, outDir }) {
   await download.saveAs(file);
   const exported = JSON.parse(readFileSync(file, "utf8"));
   const conv = exported.conversations[0];
-  check(exported.format === "llamafile-chat" && exported.conversations.length === 1 && Object.keys(conv.nodes).length === 5,
-    "export writes the conversation with every version (5 messages)");
+  check(exported.format === "llamafile-chat" && exported.conversations.length === 1 && Object.keys(conv.nodes).length === 6,
+    "export writes the conversation with every version (6 messages)");
   const [all] = await Promise.all([page.waitForEvent("download"), page.click("#export-all")]);
   const allFile = join(outDir, "exported-all.json");
   await all.saveAs(allFile);
@@ -143,7 +161,7 @@ export async function canned({ browser, base, outDir }) {
   await page.setInputFiles("#import-file", file);
   await page.waitForSelector(".msg.assistant");
   check(await page.locator("#conversations li.active button.open").textContent() === title, "import brings it back, with its title");
-  check(await pos("user") === "1/2" && await pos("assistant") === "2/2" && await reply.textContent() === "Second answer", "with the same versions selected");
+  check(await pos("user") === "1/2" && await pos("assistant") === "2/3" && await reply.textContent() === "Second answer", "with the same versions selected");
   await page.click(".msg.assistant .branch button.prev");
   check(await reply.locator("table tbody tr").count() === 2 && await reply.locator(".code pre code").textContent() === CODE, "and the same text");
   await page.setInputFiles("#import-file", { name: "openai.json", mimeType: "application/json", buffer: Buffer.from(JSON.stringify({ messages: [
@@ -167,6 +185,14 @@ export async function canned({ browser, base, outDir }) {
   check(sent.includes("The launch code is 4242.") && sent.includes("notes.txt") && sent.endsWith("What is the launch code?"), "the attached text is in the request");
   check(await page.locator(".msg.user .files .chip").textContent().then((t) => t.includes("notes.txt")) && await page.locator("#attachments .chip").count() === 0,
     "the message shows the file's name; the composer is cleared");
+
+  // An answer edited by hand becomes a new version; nothing is asked of the server.
+  const asked = requests.length;
+  await page.click(".msg.assistant button.edit");
+  await page.locator(".msg.assistant .edit-box textarea").fill("The code is **4243**.");
+  await page.locator(".msg.assistant .edit-box button.primary").click();
+  check(requests.length === asked && await pos("assistant") === "2/2" && await page.locator(".msg.assistant .bubble strong").textContent() === "4243",
+    "editing an answer adds version 2/2, rendered, without a request");
 
   // Dark mode: follows the system, the toggle overrides it and is remembered.
   const bg = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
