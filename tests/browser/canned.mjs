@@ -232,6 +232,12 @@ export async function canned({ browser, base, outDir }) {
   await page.waitForTimeout(300);
   check(await page.evaluate(() => document.documentElement.scrollWidth <= 390), "phone: the Markdown reply fits the screen");
   await page.screenshot({ path: join(outDir, "chat-phone-markdown.png"), animations: "disabled" });
+  await page.click("#settings-btn");
+  const box = await page.locator("#settings").boundingBox();
+  const topK = await page.locator("#s-top_k").boundingBox();
+  check(box.x >= 0 && box.width <= 390 && topK.x + topK.width <= 390 && await page.isVisible("#s-seed"), "phone: the settings panel fits the screen");
+  await page.screenshot({ path: join(outDir, "chat-phone-settings.png"), animations: "disabled" });
+  await page.keyboard.press("Escape");
 
   // The composer's error path: a server error shows in the thread.
   await page.unroute("**/v1/chat/completions");
