@@ -46,6 +46,19 @@ export async function canned({ browser, base, outDir }) {
   };
   await page.goto(base);
 
+  // What the previous page saved (a flat list of messages, its settings) is read on first load.
+  await page.evaluate(() => {
+    localStorage.setItem("llamafile.conversations.v1", JSON.stringify([{ id: "old", title: "Old chat", created: 1,
+      messages: [{ role: "user", content: "old question" }, { role: "assistant", content: "old **answer**", stats: "3 tokens" }] }]));
+    localStorage.setItem("llamafile.settings.v1", JSON.stringify({ system: "Be brief.", temperature: "0.3", maxTokens: "9", apiKey: "" }));
+  });
+  await page.reload();
+  check(await page.locator("#conversations li button.open").textContent() === "Old chat" && await page.locator(".msg.assistant .bubble strong").textContent() === "answer",
+    "conversations saved by the previous page are read");
+  check(await page.inputValue("#s-system") === "Be brief." && await page.inputValue("#s-max_tokens") === "9", "and its settings");
+  await page.evaluate(() => localStorage.clear());
+  await page.reload();
+
   // Markdown rendered, HTML shown as text.
   await send("Show me everything", MARKDOWN_REPLY);
   const reply = page.locator(".msg.assistant .bubble").last();
