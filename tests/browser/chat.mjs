@@ -27,6 +27,9 @@ delete env.DISPLAY;
 delete env.WAYLAND_DISPLAY;
 const server = spawn(binary, ["-m", model, "--server", "--nobrowser", "--port", "0", "-np", "2", "-c", "4096"],
   { stdio: ["ignore", "pipe", "inherit"], env });
+// The server goes when this script goes, however it ends (a failed check, Ctrl-C, a closed pipe).
+process.on("exit", () => server.kill());
+for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(sig, () => process.exit(1));
 const base = await new Promise((resolve, reject) => {
   const rl = createInterface({ input: server.stdout });
   rl.once("line", (line) => {
