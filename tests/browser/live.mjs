@@ -44,6 +44,7 @@ export async function live({ browser, base, outDir }) {
   const later = (await page.evaluate(lastAnswer)).length;
   check(later > first, `text streams in (${first} then ${later} characters)`);
   check(/tokens/.test(await page.locator(".msg.assistant .stats").last().textContent()), "a live token count shows while streaming");
+  check(await page.locator(".msg.assistant .bubble").last().getAttribute("aria-busy") === "true", "the answer is marked busy while it streams");
   await page.screenshot({ path: join(outDir, "chat-phone-streaming.png"), animations: "disabled" });
 
   await page.keyboard.press("Escape");
@@ -51,6 +52,7 @@ export async function live({ browser, base, outDir }) {
   const stats = await page.locator(".msg.assistant .stats").last().textContent();
   check(/\d+ tokens · [\d.]+ tokens\/s/.test(stats) && /stopped/.test(stats), `Escape stops the answer; stats: "${stats}"`);
   check(await page.isVisible("#send"), "the send button is back");
+  check(await page.locator(".msg.assistant .bubble[aria-busy]").count() === 0, "and no longer busy");
 
   // The server frees the slot once the page stops reading.
   let busy = true;
