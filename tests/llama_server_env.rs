@@ -46,8 +46,9 @@ fn diff(a: &str, b: &str) -> String {
 
 #[test]
 fn each_variable_parses_as_its_flag() {
-    let mut checked = 0;
+    let (mut checked, mut acting) = (0, 0);
     let mut bad = Vec::new();
+    let default = outcome(&[]);
     for f in llama_server_flags() {
         let Some(env) = f.env.clone() else { continue };
         let long = f.long().to_string();
@@ -85,8 +86,16 @@ fn each_variable_parses_as_its_flag() {
                 ));
             }
             checked += 1;
+            // A documented no-op flag leaves the outcome as it was, and so does its variable,
+            // trivially; the comparison above bites on the flags that change something.
+            acting += usize::from(by_flag != default);
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
     assert!(checked > 150, "only {checked} variables checked");
+    // 59 of 173 today; the rest are documented no-ops or refused features.
+    assert!(
+        acting >= 50,
+        "only {acting} of {checked} variables change the parse: the comparison tests little"
+    );
 }

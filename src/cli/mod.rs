@@ -493,6 +493,8 @@ impl Cli {
             "LLAMA_ARG_CONTEXT_SHIFT",
             false,
         )?;
+        // The raw pair agrees with the outcome, whichever way (flag or variable) it was reached.
+        self.no_context_shift = !self.context_shift;
         self.ctx_size_given = m.value_source("ctx_size") != Some(ValueSource::DefaultValue);
         // As in llama.cpp, the later of flags that set the same thing wins.
         match latest(m, &["samplers", "sampling_seq"]) {
@@ -618,10 +620,15 @@ fn value_taking(cmd: &clap::Command) -> std::collections::HashSet<String> {
 /// Rewrites llama.cpp-style multi-letter short flags to their long names, and `-r` to
 /// `--reverse-prompt` unless `--bench` is given (where it is llama-bench's repetitions).
 pub fn normalize_args(args: Vec<OsString>) -> Vec<OsString> {
-    let bench = args.iter().any(|a| a == "--bench");
     let mut cmd = command();
     cmd.build();
-    let valued = value_taking(&cmd);
+    normalize_with(&cmd, args)
+}
+
+/// [`normalize_args`] against an already built command.
+fn normalize_with(cmd: &clap::Command, args: Vec<OsString>) -> Vec<OsString> {
+    let bench = args.iter().any(|a| a == "--bench");
+    let valued = value_taking(cmd);
     let mut out = Vec::with_capacity(args.len());
     let mut value_next = false;
     for a in args {
@@ -643,9 +650,11 @@ pub fn normalize_args(args: Vec<OsString>) -> Vec<OsString> {
 
 /// Parses argv (program name first). Errors come back as one line.
 pub fn parse(args: Vec<OsString>) -> Result<Cli, CliError> {
-    let m = command()
-        .try_get_matches_from(normalize_args(args))
-        .map_err(clap_error)?;
+    // One command serves both the rewriting and the parsing (building it is not free).
+    let mut cmd = command();
+    cmd.build();
+    let args = normalize_with(&cmd, args);
+    let m = cmd.try_get_matches_from_mut(args).map_err(clap_error)?;
     let mut cli = Cli::from_arg_matches(&m).map_err(clap_error)?;
     cli.settle(&m).map_err(CliError::Usage)?;
     if cli.list_devices {
