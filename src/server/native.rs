@@ -44,7 +44,7 @@ pub(super) fn token_id(v: &Value, n_vocab: usize, path: &str) -> Result<u32, Api
 }
 
 /// llama.cpp's `prompt`: a string, token ids, or a mix of both.
-fn native_prompt(state: &State, v: Option<&Value>) -> Result<Vec<u32>, ApiError> {
+pub(super) fn native_prompt(state: &State, v: Option<&Value>) -> Result<Vec<u32>, ApiError> {
     let tok = &state.loaded.tokenizer;
     let n_vocab = state.loaded.model.config.n_vocab;
     match v {
