@@ -12,6 +12,7 @@ pub mod chat;
 pub mod cli;
 pub mod cores;
 pub mod cpu;
+pub mod embedding;
 pub mod escapes;
 pub mod generate;
 pub mod gguf;

@@ -102,8 +102,8 @@ fn refused_features_exit_non_zero_in_one_line_naming_the_feature() {
             "--rerank: this build does not support reranking",
         ),
         (
-            &["--embeddings"],
-            "--embedding: this build does not support embeddings",
+            &["--embeddings", "--pooling", "rank"],
+            "--pooling rank: this build does not support reranking",
         ),
         (
             &["--slot-save-path", "/tmp/slots"],
@@ -179,13 +179,20 @@ fn run_env(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
 fn variables_act_like_flags_and_the_command_line_wins() {
     // A refused feature asked for by its variable is refused, naming the variable; switched
     // off by it, nothing is refused.
-    let (ok, err) = run_env(&[], &[("LLAMA_ARG_EMBEDDINGS", "1")]);
+    let (ok, err) = run_env(&[], &[("LLAMA_ARG_RERANKING", "1")]);
     assert!(
-        !ok && err.contains("--embedding (from LLAMA_ARG_EMBEDDINGS)"),
+        !ok && err.contains("--rerank (from LLAMA_ARG_RERANKING)"),
         "{err}"
     );
-    let (_, err) = run_env(&[], &[("LLAMA_ARG_EMBEDDINGS", "false")]);
+    let (_, err) = run_env(&[], &[("LLAMA_ARG_RERANKING", "false")]);
     assert!(err.contains("no model given"), "{err}");
+    // An acting switch reads its variable the same way.
+    let (_, err) = run_env(&[], &[("LLAMA_ARG_EMBEDDINGS", "1")]);
+    assert!(err.contains("no model given"), "{err}");
+    let (_, err) = run_env(&[], &[("LLAMA_ARG_EMBEDDINGS", "maybe")]);
+    assert!(err.contains("LLAMA_ARG_EMBEDDINGS=maybe"), "{err}");
+    let (_, err) = run_env(&[], &[("LLAMA_ARG_POOLING", "rank")]);
+    assert!(err.contains("reranking"), "{err}");
     // Values from variables are checked like values on the command line.
     let (_, err) = run_env(&[], &[("LLAMA_ARG_SPLIT_MODE", "diagonal")]);
     assert!(err.contains("--split-mode"), "{err}");

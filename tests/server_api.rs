@@ -245,6 +245,38 @@ fn prompts_mix_token_ids_and_text() {
 }
 
 #[test]
+fn openai_completions_take_mixed_prompts_too() {
+    let Some(srv) = start(&[]) else {
+        return;
+    };
+    let greedy = |prompt: Value| {
+        let body = json!({"prompt": prompt, "max_tokens": 6, "temperature": 0});
+        let r = post(srv.port, "/v1/completions", &body);
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let v = r.json();
+        (
+            v["choices"][0]["text"].clone(),
+            v["usage"]["prompt_tokens"].clone(),
+        )
+    };
+    let whole = greedy(json!("The capital of France is"));
+    let head = tokenize(srv.port, "The capital of", true);
+    let mut mixed: Vec<Value> = head.iter().map(|&t| json!(t)).collect();
+    mixed.push(json!(" France is"));
+    assert_eq!(greedy(Value::from(mixed)), whole);
+    let all = tokenize(srv.port, "The capital of France is", true);
+    assert_eq!(greedy(json!(all)), whole);
+    // Several prompts in one request are not taken.
+    let r = post(
+        srv.port,
+        "/v1/completions",
+        &json!({"prompt": ["a", "b"], "max_tokens": 1}),
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["error"]["param"], "prompt");
+}
+
+#[test]
 fn props_read_and_write() {
     let Some(srv) = start(&["-np", "3", "--alias", "tiny"]) else {
         return;

@@ -3,12 +3,13 @@
 //! rewritten to their long forms before clap sees them.
 //!
 //! Every flag of `llama-server --help` is accepted: the ones this program acts on are typed
-//! fields here and in `compat`, `spec` and `server_flags`; the ones it accepts without effect,
+//! fields here and in `compat`, `spec`, `server_flags` and `embedding_flags`; the ones it accepts without effect,
 //! or refuses because the feature is not built, are tables (`table`) grouped by concern
 //! (`hardware`, `model_flags`, `server_flags`, `logging`, `sampling_flags`, `spec`). Their
 //! `LLAMA_ARG_*` environment variables work too; the command line wins over a variable.
 
 mod compat;
+mod embedding_flags;
 mod hardware;
 mod logging;
 mod model_flags;
@@ -18,6 +19,7 @@ mod spec;
 mod table;
 
 pub use compat::CompatArgs;
+pub use embedding_flags::EmbeddingArgs;
 pub use server_flags::ServerArgs;
 pub use spec::SpecArgs;
 
@@ -442,6 +444,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub compat: CompatArgs,
+
+    #[command(flatten)]
+    pub emb: EmbeddingArgs,
 }
 
 impl Cli {
@@ -485,6 +490,7 @@ impl Cli {
         table::check(m, TABLES)?;
         self.compat.check()?;
         self.srv.resolve(m)?;
+        self.emb.resolve(m)?;
         self.spec.resolve(m)?;
         self.context_shift = table::pair(
             m,

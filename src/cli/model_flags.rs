@@ -1,8 +1,9 @@
 //! llama.cpp flags about what is loaded beside the weights of `-m`: downloads (Hugging Face,
 //! Docker, URLs, preset models), adapters (LoRA, control vectors), metadata and RoPE overrides,
-//! multimodal projectors, embeddings and reranking. None of these is built yet: a flag that
-//! asks for one is refused in one line naming it; a flag that only tunes one (image token
-//! limits, pooling, ...) cannot matter without it and is accepted.
+//! multimodal projectors and reranking. None of these is built yet: a flag that asks for one
+//! is refused in one line naming it; a flag that only tunes one (image token limits, ...)
+//! cannot matter without it and is accepted. The embedding and infill flags that act are in
+//! `embedding_flags`.
 
 use super::table::{equals, switch, valued, Check, Effect, Flag, Takes};
 
@@ -10,8 +11,8 @@ const DOWNLOADS: &str = "downloading models (pass a local file with -m)";
 const NOTHING_DOWNLOADED: &str = "nothing is ever downloaded";
 const NO_MULTIMODAL: &str =
     "multimodal projectors are not built (--mmproj is refused), so there is nothing to tune";
-const NO_EMBEDDINGS: &str =
-    "embeddings are not built (--embedding is refused), so there is nothing to pool";
+const SERVER_NORMALIZES: &str =
+    "as in llama-server, a request's embd_normalize chooses the normalisation (default 2, Euclidean)";
 const YARN: &str = "YaRN RoPE scaling";
 
 fn minus_one(v: &str) -> bool {
@@ -39,7 +40,7 @@ const fn preset(long: &'static [&'static str]) -> Flag {
     )
 }
 
-/// Model sources, adapters, overrides, multimodal and embedding flags.
+/// Model sources, adapters, overrides, multimodal and reranking flags.
 pub const FLAGS: &[Flag] = &[
     switch(
         &["cache-list"],
@@ -358,13 +359,7 @@ pub const FLAGS: &[Flag] = &[
         None,
         Effect::NoOp(NO_MULTIMODAL),
     ),
-    // Embeddings, reranking, infill.
-    switch(
-        &["embedding", "embeddings"],
-        &[],
-        Some("LLAMA_ARG_EMBEDDINGS"),
-        Effect::Refused("embeddings (/embedding, /v1/embeddings)"),
-    ),
+    // Reranking (embeddings and infill: `embedding_flags`).
     switch(
         &["rerank", "reranking"],
         &[],
@@ -372,26 +367,12 @@ pub const FLAGS: &[Flag] = &[
         Effect::Refused("reranking (/rerank)"),
     ),
     valued(
-        &["pooling"],
-        &[],
-        "none|mean|cls|last|rank",
-        Check::OneOf(&["none", "mean", "cls", "last", "rank"]),
-        Some("LLAMA_ARG_POOLING"),
-        Effect::NoOp(NO_EMBEDDINGS),
-    ),
-    valued(
         &["embd-normalize"],
         &[],
         "N",
         Check::Int,
         None,
-        Effect::NoOp(NO_EMBEDDINGS),
-    ),
-    switch(
-        &["spm-infill"],
-        &[],
-        None,
-        Effect::NoOp("there is no /infill endpoint yet, so no infill prompt to order"),
+        Effect::NoOp(SERVER_NORMALIZES),
     ),
     valued(
         &["lookup-cache-static"],

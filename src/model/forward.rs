@@ -68,6 +68,21 @@ impl Model {
         caches: &mut [KvCache],
         n_layers: usize,
     ) -> Vec<f32> {
+        let h = self.final_hidden(batch, caches, n_layers);
+        self.output_head(&h)
+    }
+
+    /// The hidden states after the last block and the output norm, `n_embd` floats for each
+    /// entry that asked for output, in batch order: what llama.cpp returns as a decoder model's
+    /// token embeddings (its `result_norm`), before the output head. Caches fill as in
+    /// [`Model::forward`].
+    pub fn hidden_states(&self, batch: &Batch, caches: &mut [KvCache]) -> Vec<f32> {
+        self.final_hidden(batch, caches, self.config.n_layer)
+    }
+
+    /// The batch through the first `n_layers` blocks, then the output norm of the rows that
+    /// asked for output.
+    fn final_hidden(&self, batch: &Batch, caches: &mut [KvCache], n_layers: usize) -> Vec<f32> {
         let cfg = &self.config;
         let file = &*self.file;
         let n = batch.len();
@@ -96,13 +111,15 @@ impl Model {
             dst.copy_from_slice(&x[i * e..(i + 1) * e]);
         }
         rms_norm_rows(&mut h, &self.weights.output_norm, e, cfg.rms_eps);
-        let mut logits = vec![0f32; out_rows.len() * cfg.n_vocab];
-        matmul(
-            &self.weights.output.mat(file),
-            &h,
-            out_rows.len(),
-            &mut logits,
-        );
+        h
+    }
+
+    /// Logits of output-normed hidden rows `h` (`n_embd` floats each).
+    fn output_head(&self, h: &[f32]) -> Vec<f32> {
+        let cfg = &self.config;
+        let n_rows = h.len() / cfg.n_embd;
+        let mut logits = vec![0f32; n_rows * cfg.n_vocab];
+        matmul(&self.weights.output.mat(&self.file), h, n_rows, &mut logits);
         if let Some(cap) = cfg.final_softcap {
             // ggml's order: scale by 1/cap, tanh, scale by cap.
             let inv = 1.0 / cap;

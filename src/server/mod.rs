@@ -12,10 +12,13 @@
 //! templates are used through their public APIs.
 
 mod admission;
+mod base64;
 mod cors;
+mod embeddings;
 mod error;
 mod generation;
 pub mod http;
+mod infill;
 mod json;
 mod metrics;
 mod native;
@@ -93,6 +96,15 @@ pub struct ServerConfig {
     pub n_keep: i64,
     /// Speculative decoding flags (validated).
     pub spec: crate::cli::SpecArgs,
+    /// The embedding endpoints are served (`--embedding`).
+    pub embeddings: bool,
+    /// `--pooling` (`None`: the model's default).
+    pub pooling: Option<crate::embedding::Pooling>,
+    /// `/infill` prompts put the suffix first (`--spm-infill`).
+    pub spm_infill: bool,
+    /// `-b`, the logical batch: `/infill` sizes its prefix and suffix from it, as llama-server
+    /// does.
+    pub batch_size: usize,
 }
 
 /// What every handler sees.
@@ -179,6 +191,10 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
             crate::speculative::setup::spec_types(&cli.spec)?;
             cli.spec.clone()
         },
+        embeddings: cli.emb.embedding,
+        pooling: cli.emb.pooling_type,
+        spm_infill: cli.emb.spm_infill,
+        batch_size: cli.batch_size.max(1),
     })
 }
 

@@ -25,7 +25,8 @@ pub fn token_array(state: &State, items: &[Value], field: &str) -> Result<Vec<u3
         .collect()
 }
 
-fn token_id(v: &Value, n_vocab: usize, path: &str) -> Result<u32, ApiError> {
+/// One token id of a request, checked against the vocabulary; `path` names its field.
+pub(super) fn token_id(v: &Value, n_vocab: usize, path: &str) -> Result<u32, ApiError> {
     match v.as_u64() {
         Some(id) if (id as usize) < n_vocab => Ok(id as u32),
         Some(id) => Err(ApiError::field(
@@ -43,7 +44,7 @@ fn token_id(v: &Value, n_vocab: usize, path: &str) -> Result<u32, ApiError> {
 }
 
 /// llama.cpp's `prompt`: a string, token ids, or a mix of both.
-fn native_prompt(state: &State, v: Option<&Value>) -> Result<Vec<u32>, ApiError> {
+pub(super) fn native_prompt(state: &State, v: Option<&Value>) -> Result<Vec<u32>, ApiError> {
     let tok = &state.loaded.tokenizer;
     let n_vocab = state.loaded.model.config.n_vocab;
     match v {
@@ -74,7 +75,19 @@ pub fn completion(state: &State, body: &[u8], rsp: &mut Responder) -> Result<(),
     let v = parse_body(body)?;
     let o = Obj::root(&v);
     let prompt = native_prompt(state, o.get("prompt"))?;
-    let sampling = sampling_params(&o, state)?;
+    complete(state, &o, prompt, "prompt", rsp)
+}
+
+/// `/completion` of request `o` with its prompt already made (`/infill` builds its own);
+/// `field` names where the prompt came from.
+pub(super) fn complete(
+    state: &State,
+    o: &Obj,
+    prompt: Vec<u32>,
+    field: &str,
+    rsp: &mut Responder,
+) -> Result<(), ApiError> {
+    let sampling = sampling_params(o, state)?;
     let params = GenParams {
         n_predict: generation::bounded_n_predict(
             o.int_in("n_predict", -1..=1 << 30)?.unwrap_or(-1),
@@ -92,7 +105,7 @@ pub fn completion(state: &State, body: &[u8], rsp: &mut Responder) -> Result<(),
     };
     let stream = o.bool("stream")?.unwrap_or(false);
     let return_tokens = o.bool("return_tokens")?.unwrap_or(false);
-    check_prompt(state, &prompt, "prompt")?;
+    check_prompt(state, &prompt, field)?;
     let mut shape = NativeShape {
         model: state.config.model_name.clone(),
         return_tokens,

@@ -287,13 +287,17 @@ pub fn completions(state: &State, body: &[u8], rsp: &mut Responder) -> Result<()
             let s = items[0].as_str().unwrap_or_default();
             state.loaded.tokenizer.encode(s, true, true)
         }
-        Some(Value::Array(items)) if items.iter().all(|v| v.is_number()) => {
-            super::native::token_array(state, items, "prompt")?
+        // Token ids, mixed with text or not, as llama-server reads them.
+        Some(Value::Array(items))
+            if items.iter().any(Value::is_number)
+                && items.iter().all(|v| v.is_number() || v.is_string()) =>
+        {
+            super::native::native_prompt(state, o.get("prompt"))?
         }
         Some(_) => {
             return Err(ApiError::field(
                 "prompt",
-                "expected a string, an array of one string, or an array of token ids",
+                "expected a string, one string in an array, or token ids and text",
             ))
         }
     };

@@ -4,10 +4,11 @@
 //! `--cors-origins` allows that site) and the API key. Preflight `OPTIONS` requests are
 //! answered here (`cors`).
 
+use super::embeddings::{self, Api};
 use super::error::ApiError;
 use super::http::Request;
 use super::response::{Responder, Response};
-use super::{native, openai, webui, State};
+use super::{infill, native, openai, webui, State};
 
 /// Answers one request; errors become JSON error responses.
 pub fn handle(state: &State, req: &Request, rsp: &mut Responder) {
@@ -87,6 +88,11 @@ fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiErr
         }
         "/v1/completions" if post => openai::completions(state, &req.body, rsp),
         "/completion" | "/completions" if post => native::completion(state, &req.body, rsp),
+        "/v1/embeddings" if post => embeddings::handle(state, &req.body, rsp, Api::OpenAi),
+        "/embedding" | "/embeddings" if post => {
+            embeddings::handle(state, &req.body, rsp, Api::Native)
+        }
+        "/infill" if post => infill::handle(state, &req.body, rsp),
         "/tokenize" if post => send(rsp, native::tokenize(state, &req.body)?),
         "/detokenize" if post => send(rsp, native::detokenize(state, &req.body)?),
         "/apply-template" if post => send(rsp, native::apply_template(state, &req.body)?),
@@ -101,7 +107,11 @@ fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiErr
         | "/completions"
         | "/tokenize"
         | "/detokenize"
-        | "/apply-template" => Err(method_not_allowed(&req.method, "POST")),
+        | "/apply-template"
+        | "/v1/embeddings"
+        | "/embedding"
+        | "/embeddings"
+        | "/infill" => Err(method_not_allowed(&req.method, "POST")),
         _ => Err(ApiError::not_found(format!(
             "no endpoint {} {} (see GET /props and the README for the API)",
             req.method,

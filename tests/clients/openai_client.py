@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The official `openai` Python package against our server: chat completion (streamed and not),
-completion, and the models list. Usage: openai_client.py LLAMAFILE_BINARY MODEL.gguf
+completion, the models list, and embeddings (a second server, with --embedding --pooling mean). Usage: openai_client.py LLAMAFILE_BINARY MODEL.gguf
 
 Starts the server on a free loopback port, runs the checks, stops the server; exits non-zero on
 any failure."""
@@ -12,9 +12,10 @@ import sys
 import openai
 
 
-def start(binary, model):
+def start(binary, model, *extra):
     proc = subprocess.Popen(
-        [binary, "-m", model, "--server", "--nobrowser", "--port", "0", "-np", "2", "-c", "2048"],
+        [binary, "-m", model, "--server", "--nobrowser", "--port", "0", "-np", "2", "-c", "2048",
+         *extra],
         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
         env={k: v for k, v in __import__("os").environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")},
     )
@@ -122,10 +123,54 @@ def main():
         except openai.BadRequestError as e:
             assert e.status_code == 400 and "response_format" in str(e), e
 
+        try:
+            client.embeddings.create(model=ids[0], input="hello")
+            raise AssertionError("embeddings need --embedding")
+        except openai.APIStatusError as e:
+            assert e.status_code == 501 and "--embeddings" in str(e), e
+
         print(f"openai {openai.__version__}: models, chat (streamed and not), completions, "
               "response_format, logprobs: ok")
         print(f"  structured: {doc}")
         print(f"  answer: {text!r}")
+    finally:
+        proc.kill()
+        proc.wait()
+    embeddings(binary, model)
+
+
+def embeddings(binary, model):
+    """client.embeddings.create: string and list input, float and base64 encodings."""
+    import base64
+    import math
+    import struct
+    proc, base_url = start(binary, model, "--embedding", "--pooling", "mean")
+    try:
+        client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=120)
+        one = client.embeddings.create(model="m", input="hello world", encoding_format="float")
+        assert one.object == "list" and one.model == "m", one
+        vec = one.data[0].embedding
+        assert len(one.data) == 1 and one.data[0].index == 0 and len(vec) == 576, one
+        assert abs(math.sqrt(sum(x * x for x in vec)) - 1.0) < 1e-4, "normalised"
+        assert one.usage.prompt_tokens == one.usage.total_tokens > 0, one.usage
+
+        many = client.embeddings.create(
+            model="m", input=["hello world", "The capital of France is Paris."],
+            encoding_format="float")
+        assert [d.index for d in many.data] == [0, 1], many
+        assert many.data[0].embedding == vec, "a batch equals its inputs one at a time"
+        assert many.data[1].embedding != vec
+        assert many.usage.prompt_tokens > one.usage.prompt_tokens, many.usage
+
+        # The package's default asks for base64 and decodes it to floats itself.
+        default = client.embeddings.create(model="m", input=["hello world"])
+        assert default.data[0].embedding == vec, "default (base64) decodes to the same floats"
+        raw = client.embeddings.create(model="m", input="hello world", encoding_format="base64")
+        text = raw.data[0].embedding
+        assert isinstance(text, str), type(text)
+        floats = list(struct.unpack(f"<{len(vec)}f", base64.b64decode(text)))
+        assert floats == vec, "base64 holds the little-endian f32 bytes"
+        print(f"openai {openai.__version__}: embeddings (string, list, float, base64): ok")
     finally:
         proc.kill()
         proc.wait()

@@ -1,0 +1,176 @@
+//! Embeddings of a decoder model, as llama.cpp computes them: the hidden states after the last
+//! block and the output norm (before the output head), one vector per token, then pooled
+//! (`--pooling`) and normalised (`embd_normalize`).
+//!
+//! Owns pooling and normalisation; the forward pass is [`Model::hidden_states`]. A sequence is
+//! run through a private KV cache in chunks of the batch size, so a text longer than one batch
+//! gives the same vectors a single pass would.
+
+use crate::model::{Batch, Model};
+
+/// How the token vectors of one input become its embedding (`--pooling`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pooling {
+    /// Every token's vector, unpooled.
+    None,
+    /// The mean of every token's vector.
+    Mean,
+    /// The first token's vector.
+    Cls,
+    /// The last token's vector.
+    Last,
+}
+
+/// Why a pooling name was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PoolingError {
+    #[error(
+        "--pooling rank: this build does not support reranking (rank pooling needs a reranker model's classifier head)"
+    )]
+    Rank,
+    #[error("--pooling {0}: expected none, mean, cls, last or rank")]
+    Unknown(String),
+}
+
+impl Pooling {
+    /// llama.cpp's names: `none`, `mean`, `cls`, `last` (`rank` is reranking, not built).
+    pub fn parse(name: &str) -> Result<Pooling, PoolingError> {
+        match name {
+            "none" => Ok(Pooling::None),
+            "mean" => Ok(Pooling::Mean),
+            "cls" => Ok(Pooling::Cls),
+            "last" => Ok(Pooling::Last),
+            "rank" => Err(PoolingError::Rank),
+            other => Err(PoolingError::Unknown(other.to_string())),
+        }
+    }
+
+    /// The pooling of `model` when `--pooling` is not given: the GGUF's
+    /// `{arch}.pooling_type` (llama.cpp's numbering: 0 none, 1 mean, 2 cls, 3 last), else none,
+    /// which is what llama.cpp picks for the decoder models it runs.
+    pub fn model_default(model: &Model) -> Pooling {
+        let arch = model.file.get_str("general.architecture").unwrap_or("");
+        match model
+            .file
+            .get_u64(&format!("{arch}.pooling_type"))
+            .unwrap_or(0)
+        {
+            1 => Pooling::Mean,
+            2 => Pooling::Cls,
+            3 => Pooling::Last,
+            _ => Pooling::None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Pooling::None => "none",
+            Pooling::Mean => "mean",
+            Pooling::Cls => "cls",
+            Pooling::Last => "last",
+        }
+    }
+}
+
+/// The embedding of `tokens` (one sequence, non-empty, at most `n_ctx` tokens): one vector
+/// per token for [`Pooling::None`], else one pooled vector; not normalised. Runs at most
+/// `n_batch` tokens per forward pass through a cache of `n_ctx` positions.
+pub fn embed(
+    model: &Model,
+    tokens: &[u32],
+    pooling: Pooling,
+    n_ctx: usize,
+    n_batch: usize,
+) -> Vec<Vec<f32>> {
+    assert!(!tokens.is_empty() && tokens.len() <= n_ctx);
+    let e = model.config.n_embd;
+    let last = tokens.len() - 1;
+    let wanted = |i: usize| match pooling {
+        Pooling::None | Pooling::Mean => true,
+        Pooling::Cls => i == 0,
+        Pooling::Last => i == last,
+    };
+    let mut caches = [model.new_cache(n_ctx)];
+    let mut rows = Vec::new();
+    for (k, chunk) in tokens.chunks(n_batch.max(1)).enumerate() {
+        let start = k * n_batch.max(1);
+        let batch = Batch {
+            tokens: chunk.to_vec(),
+            pos: (start..start + chunk.len()).collect(),
+            seq: vec![0; chunk.len()],
+            logits: (start..start + chunk.len()).map(wanted).collect(),
+        };
+        rows.extend(model.hidden_states(&batch, &mut caches));
+    }
+    match pooling {
+        Pooling::None => rows.chunks_exact(e).map(<[f32]>::to_vec).collect(),
+        Pooling::Mean => vec![mean_rows(&rows, e)],
+        Pooling::Cls | Pooling::Last => vec![rows],
+    }
+}
+
+/// The mean of the `e`-float rows of `rows`.
+fn mean_rows(rows: &[f32], e: usize) -> Vec<f32> {
+    let n = rows.len() / e;
+    let mut sum = vec![0f32; e];
+    for row in rows.chunks_exact(e) {
+        sum.iter_mut().zip(row).for_each(|(s, x)| *s += x);
+    }
+    let inv = 1.0 / n as f32;
+    sum.iter_mut().for_each(|s| *s *= inv);
+    sum
+}
+
+/// `v` normalised as llama.cpp's `embd_normalize` says: -1 none, 0 by the largest magnitude
+/// scaled to the int16 range, 1 taxicab, 2 Euclidean, p > 2 the p-norm. A zero vector stays
+/// zero.
+pub fn normalize(v: &[f32], embd_normalize: i32) -> Vec<f32> {
+    let sum: f64 = match embd_normalize {
+        -1 => 1.0,
+        0 => v.iter().fold(0f64, |m, &x| m.max(f64::from(x.abs()))) / 32760.0,
+        2 => v.iter().map(|&x| f64::from(x * x)).sum::<f64>().sqrt(),
+        p => {
+            let p = f64::from(p);
+            v.iter()
+                .map(|&x| f64::from(x.abs()).powf(p))
+                .sum::<f64>()
+                .powf(1.0 / p)
+        }
+    };
+    let scale = if sum > 0.0 { (1.0 / sum) as f32 } else { 0.0 };
+    v.iter().map(|&x| x * scale).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn norms() {
+        let v = [3.0f32, -4.0];
+        assert_eq!(normalize(&v, 2), vec![0.6, -0.8]);
+        assert_eq!(normalize(&v, -1), v.to_vec());
+        let t = normalize(&v, 1);
+        assert!((t[0] - 3.0 / 7.0).abs() < 1e-6 && (t[1] + 4.0 / 7.0).abs() < 1e-6);
+        let m = normalize(&v, 0);
+        assert!((m[1] + 32760.0).abs() < 1e-2, "{m:?}");
+        let p3 = normalize(&v, 3);
+        let n3: f32 = p3.iter().map(|x| x.abs().powi(3)).sum();
+        assert!((n3 - 1.0).abs() < 1e-5, "{n3}");
+        assert_eq!(normalize(&[0.0, 0.0], 2), vec![0.0, 0.0]);
+    }
+
+    #[test]
+    fn mean_of_rows() {
+        assert_eq!(mean_rows(&[1.0, 2.0, 3.0, 6.0], 2), vec![2.0, 4.0]);
+    }
+
+    #[test]
+    fn pooling_names() {
+        assert_eq!(Pooling::parse("mean"), Ok(Pooling::Mean));
+        assert_eq!(Pooling::parse("last").map(Pooling::name), Ok("last"));
+        let e = Pooling::parse("rank").unwrap_err().to_string();
+        assert!(e.contains("reranking"), "{e}");
+        assert!(Pooling::parse("max").is_err());
+    }
+}
