@@ -92,9 +92,11 @@ fn moe_draft_leaves_greedy_and_seeded_output_unchanged() {
                     stats.drafted > 0 && stats.accepted <= stats.drafted,
                     "{stats:?}"
                 );
-                if *n == "2" && temperature == 0.0 {
-                    // k = 2: the draft is the target itself, so greedy drafts are all accepted.
-                    assert_eq!(stats.accepted, stats.drafted, "{stats:?}");
+                if temperature == 0.0 {
+                    // k = 2: the draft is the target itself, so greedy drafts are all accepted;
+                    // with fewer experts it is another function, wrong somewhere in 40 tokens.
+                    let all = stats.accepted == stats.drafted;
+                    assert_eq!(all, *n == "2", "N={n}: {stats:?}");
                 }
             }
         }

@@ -46,7 +46,8 @@ pub enum ModelError {
     },
     #[error(
         "tensor '{0}' is not read by this engine's {1} forward pass (it is part of a model \
-         this engine does not build, such as MoE experts); refusing to run the model without it"
+         variant this engine does not build, such as experts stored one tensor each, or experts \
+         without expert metadata); refusing to run the model without it"
     )]
     UnusedTensor(String, String),
     #[error("tensor '{name}' has type {ty}, which cannot be a weight")]

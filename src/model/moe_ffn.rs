@@ -22,8 +22,11 @@ pub(super) struct MoeStep<'a> {
 impl MoeStep<'_> {
     /// `out = moe(h)` for `n` normed rows `h` (`n × n_embd` each).
     pub fn run(&self, h: &[f32], n: usize, out: &mut [f32]) {
-        let e = out.len() / n.max(1);
         out.fill(0.0);
+        if n == 0 {
+            return;
+        }
+        let e = out.len() / n;
         if self.k > 0 {
             let routes = self.routes(h, n);
             self.routed(h, n, e, &routes, out);
@@ -91,10 +94,10 @@ impl MoeStep<'_> {
             gate.resize(m * ff, 0.0);
             up.resize(m * ff, 0.0);
             y.resize(m * e, 0.0);
-            matmul(&w.gate.expert(x).mat(self.file), &xs, m, &mut gate);
-            matmul(&w.up.expert(x).mat(self.file), &xs, m, &mut up);
+            matmul(&w.gate.mat(self.file, x), &xs, m, &mut gate);
+            matmul(&w.up.mat(self.file, x), &xs, m, &mut up);
             super::forward::activate(self.act, &mut gate, &up);
-            matmul(&w.down.expert(x).mat(self.file), &gate, m, &mut y);
+            matmul(&w.down.mat(self.file, x), &gate, m, &mut y);
             for (&(t, slot), row) in pairs.iter().zip(y.chunks_exact(e)) {
                 let wt = routes[t].weights[slot];
                 let dst = &mut slots[(t * k + slot) * e..][..e];

@@ -63,13 +63,7 @@ impl RowView {
 
     /// The rows as a matrix borrowing from `file` (a sub-slice of the tensor's bytes).
     pub fn mat<'a>(&self, file: &'a GgufFile) -> QMat<'a> {
-        let m = self.tensor.mat(file);
-        let rb = m.row_bytes();
-        QMat {
-            rows: self.rows.len(),
-            data: &m.data[self.rows.start * rb..self.rows.end * rb],
-            ..m
-        }
+        self.tensor.mat(file).row_range(self.rows.clone())
     }
 }
 
@@ -125,12 +119,11 @@ pub struct Experts {
 }
 
 impl Experts {
-    /// Expert `e`'s matrix: a row range of the one tensor, not a copy.
-    pub fn expert(&self, e: usize) -> RowView {
-        RowView {
-            tensor: self.tensor.clone(),
-            rows: e * self.rows..(e + 1) * self.rows,
-        }
+    /// Expert `e`'s matrix: a row range of the one tensor, borrowing from `file`, not a copy.
+    pub fn mat<'a>(&self, file: &'a GgufFile, e: usize) -> QMat<'a> {
+        self.tensor
+            .mat(file)
+            .row_range(e * self.rows..(e + 1) * self.rows)
     }
 }
 
