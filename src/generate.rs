@@ -4,7 +4,7 @@
 //! the context shift that makes room when the context fills.
 
 use crate::kv_cache::KvCache;
-use crate::model::{Batch, Model};
+use crate::model::{Batch, ForwardPlan, Model};
 use crate::sampling::Sampler;
 use crate::speculative::Speculator;
 
@@ -71,8 +71,8 @@ pub struct Session<'m> {
     pub tokens: Vec<u32>,
     /// Largest number of tokens fed to one forward pass.
     pub n_batch: usize,
-    /// Blocks each forward pass runs (all of them, or fewer for an early-exit draft).
-    n_layers: usize,
+    /// What each forward pass runs: the whole model, or a self-speculative draft's part of it.
+    plan: ForwardPlan,
     /// Context shift when the context fills: keep this many leading tokens, drop half of the
     /// rest (`--context-shift`, `--keep`). `None`: a full context ends generation.
     pub context_shift: Option<usize>,
@@ -91,13 +91,27 @@ impl<'m> Session<'m> {
         n_batch: usize,
         n_layers: usize,
     ) -> Session<'m> {
-        let n_layers = n_layers.clamp(1, model.config.n_layer);
+        let plan = ForwardPlan {
+            n_layers,
+            ..ForwardPlan::full(&model.config)
+        };
+        Session::with_plan(model, n_ctx, n_batch, plan)
+    }
+
+    /// A session whose forward passes follow `plan` (a self-speculative draft).
+    pub fn with_plan(
+        model: &'m Model,
+        n_ctx: usize,
+        n_batch: usize,
+        plan: ForwardPlan,
+    ) -> Session<'m> {
+        let n_layers = plan.n_layers.clamp(1, model.config.n_layer);
         Session {
             model,
             cache: model.new_cache_layers(n_ctx, n_layers),
             tokens: Vec::new(),
             n_batch: n_batch.max(1),
-            n_layers,
+            plan: ForwardPlan { n_layers, ..plan },
             context_shift: None,
         }
     }
@@ -122,11 +136,9 @@ impl<'m> Session<'m> {
         let mut out = Vec::new();
         for chunk in tokens.chunks(self.n_batch) {
             let batch = Batch::sequence(chunk, self.tokens.len(), all_logits);
-            let logits = self.model.forward_layers(
-                &batch,
-                std::slice::from_mut(&mut self.cache),
-                self.n_layers,
-            );
+            let logits =
+                self.model
+                    .forward_plan(&batch, std::slice::from_mut(&mut self.cache), self.plan);
             self.tokens.extend_from_slice(chunk);
             if all_logits {
                 out.extend_from_slice(&logits);

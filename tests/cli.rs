@@ -200,8 +200,9 @@ fn missing_tensor() {
 
 #[test]
 fn tensor_the_engine_would_ignore() {
-    // A tensor the forward pass does not read asks for math this engine does not do (here a
-    // Mixtral-style expert router, and RoPE factors in an architecture that has none): running
+    // A tensor the forward pass does not read asks for math this engine does not do (here an
+    // expert router in a file whose metadata has no experts, and RoPE factors in an
+    // architecture that has none): running
     // without it would be a guess, so the file is refused, naming the tensor.
     let b = tiny_llama_with("llama", None, &[("blk.0.ffn_gate_inp.weight", vec![32, 8])]);
     assert_one_line_error(

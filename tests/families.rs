@@ -1,4 +1,4 @@
-//! The dense architecture families against llama.cpp, on the synthetic models of
+//! The architecture families (dense and mixture-of-experts) against llama.cpp, on the synthetic models of
 //! `tools/synth-model.py` (no small real GGUF of these families exists in a package registry).
 //!
 //! For each family and weight type, three token sequences (1, 20 and 200 ids) are fed as one
@@ -12,94 +12,10 @@
 
 mod common;
 
+use common::synth::{families_dir, index, synth_model};
 use llamafile::gguf::GgufFile;
 use llamafile::model::{Batch, Model};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
-
-fn families_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/families")
-}
-
-fn index() -> serde_json::Value {
-    let text = std::fs::read_to_string(families_dir().join("index.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-fn required() -> bool {
-    std::env::var("LLAMAFILE_REQUIRE_MODELS").as_deref() == Ok("1")
-}
-
-/// Skips (returns `None`) or, when models are required, fails with `why`.
-fn unavailable<T>(why: String) -> Option<T> {
-    if required() {
-        panic!("{why}");
-    }
-    eprintln!("skipping: {why}");
-    None
-}
-
-fn sha256(path: &Path) -> String {
-    let out = Command::new("sha256sum")
-        .arg(path)
-        .output()
-        .expect("sha256sum runs");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_string()
-}
-
-/// The synthetic model `family`-`ty`, generated if absent, checked against `sha`.
-fn synth_model(family: &str, ty: &str, sha: &str) -> Option<PathBuf> {
-    let dir = match std::env::var("LLAMAFILE_SYNTH") {
-        Ok(d) => PathBuf::from(d),
-        Err(_) => PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()))
-            .join(".cache/llamafile-rs/synth"),
-    };
-    let path = dir.join(format!("{family}-{ty}.gguf"));
-    if !path.exists() {
-        let vocab = common::models_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf");
-        if !vocab.exists() {
-            return unavailable(format!(
-                "{} not found (packaging/fetch-models.sh smollm2), needed for the synthetic \
-                 models' vocabulary",
-                vocab.display()
-            ));
-        }
-        std::fs::create_dir_all(&dir).unwrap();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/synth-model.py");
-        let out = Command::new("python3")
-            .arg(script)
-            .args([family, ty])
-            .arg(&path)
-            .arg("--vocab-from")
-            .arg(&vocab)
-            .output();
-        match out {
-            Ok(o) if o.status.success() => {}
-            Ok(o) => {
-                return unavailable(format!(
-                    "tools/synth-model.py {family} {ty} failed (pip install gguf numpy?): {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                ))
-            }
-            Err(e) => return unavailable(format!("python3 not runnable: {e}")),
-        }
-    }
-    let got = sha256(&path);
-    assert_eq!(
-        got,
-        sha,
-        "{} differs from the model the references were made from (gguf 0.19.0 wrote it); \
-         delete it to regenerate, or rerun tools/make-family-refs.sh if tools/synth-model.py \
-         changed",
-        path.display()
-    );
-    Some(path)
-}
 
 /// One position of llama.cpp's reference: its top ids and logits, and the fixed sample's logits.
 struct RefRow {
@@ -236,4 +152,19 @@ fn gemma2_softcaps_and_sliding_window() {
 #[test]
 fn phi3_fused_tensors_and_longrope() {
     check_family("phi3");
+}
+
+#[test]
+fn mixtral_style_llama_experts() {
+    check_family("mixtral");
+}
+
+#[test]
+fn qwen2moe_shared_expert() {
+    check_family("qwen2moe");
+}
+
+#[test]
+fn qwen3moe_normalised_experts() {
+    check_family("qwen3moe");
 }

@@ -3,7 +3,9 @@
 # tools/synth-model.py, and llama.cpp's own batched-vs-single-token noise on each, which is the
 # tolerance tests/families.rs allows.
 #
-#   tools/make-family-refs.sh        # needs llama.cpp built as shared libraries (below) and g++
+#   tools/make-family-refs.sh [FAMILY...]   # needs llama.cpp built as shared libraries and g++
+#
+# With FAMILY names, only their sets are regenerated; the other entries of index.json stay.
 #
 # LLAMA_CPP_DIR: a llama.cpp build from ../shared/bench/build-llama-cpp.sh (libllama.so in bin/,
 # sources under src/); default ~/.cache/llama-cpp-ref-avx2. Models are generated into
@@ -40,7 +42,16 @@ gemma2 q8_0 512
 phi3 f16 256
 phi3 q8_0 256
 phi3 f16 512
-phi3 q8_0 512"
+phi3 q8_0 512
+mixtral f16 512
+mixtral q8_0 512
+qwen2moe f16 512
+qwen2moe q8_0 512
+qwen3moe f16 512
+qwen3moe q8_0 512"
+if [ $# -gt 0 ]; then
+  sets=$(printf '%s\n' "$sets" | grep -E "^($(IFS='|'; echo "$*")) ")
+fi
 
 while read -r family type n_ctx; do
   model="$synth/$family-$type.gguf"
@@ -63,6 +74,12 @@ work = sys.argv[1]
 K, N_VOCAB = 5, 49152
 sample = [int(i) for i in np.linspace(7, N_VOCAB - 1, 16).round()]
 index = {"top_k": K, "sample_ids": sample, "n_vocab": N_VOCAB, "sets": []}
+try:
+    old = json.load(open("tests/data/families/index.json"))
+except FileNotFoundError:
+    old = {"sets": []}
+redone = {line.split()[0] for line in open(f"{work}/sets")}
+kept = [s for s in old["sets"] if s["name"] not in redone]
 for line in open(f"{work}/sets"):
     name, model = line.split()
     family, wtype, ctx = name.rsplit("-", 2)
@@ -90,6 +107,7 @@ for line in open(f"{work}/sets"):
     index["sets"].append(entry)
     print(f"{name}: llama.cpp batched vs single: mean |dlogit| {entry['noise_mean_abs']:.6f}, "
           f"argmax agreement {agree}/{pos}")
+index["sets"] = kept + index["sets"]
 with open("tests/data/families/index.json", "w") as f:  # one line per set
     f.write(json.dumps({k: v for k, v in index.items() if k != "sets"})[:-1] + ', "sets": [\n')
     f.write(",\n".join(json.dumps(s) for s in index["sets"]) + "\n]}\n")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tiny synthetic GGUF models, one per dense architecture family, for checking the forward pass
+"""Tiny synthetic GGUF models, one per architecture family (dense and mixture-of-experts), for checking the forward pass
 against llama.cpp where no small real model of the family exists.
 
 Each model has a few layers of small width, weights from a seeded generator (splitmix64, written
@@ -12,7 +12,8 @@ the SHA-256 recorded with the reference logits).
     tools/synth-model.py FAMILY TYPE OUT.gguf [--vocab-from SMOLLM2.gguf]
     tools/synth-model.py --list
 
-TYPE is f16 or q8_0 (2-D weights; norms and RoPE factors stay f32). Q8_0 is quantized here, with
+TYPE is f16 or q8_0 (2-D and 3-D expert weights; norms, RoPE factors and the expert routers stay
+f32, as llama.cpp's converter and llama-quantize keep them). Q8_0 is quantized here, with
 ggml's rounding, rather than by the gguf package, for the same reason as the generator. The
 file layout is the gguf package's writer's: tests/data/families was made with gguf 0.19.0, which
 .ci/run pins.
@@ -55,6 +56,19 @@ FAMILIES = {
     "phi3": dict(arch="phi3", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
                  n_layer=3, rope_base=10000.0, fused=True, longrope=True, output=True,
                  n_ctx_orig=256, n_ctx_train=4096),
+    # Mixtral-style: the llama architecture with 4 experts, 2 per token, renormalised weights;
+    # feed_forward_length is the experts' width.
+    "mixtral": dict(arch="llama", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=256,
+                    n_layer=3, rope_base=1000000.0, output=True, n_expert=4, n_expert_used=2),
+    # Qwen2-MoE: 8 experts of width 128, 2 per token, not renormalised; a shared expert of
+    # width 256 behind a sigmoid gate; Q/K/V biases.
+    "qwen2moe": dict(arch="qwen2moe", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
+                     n_layer=3, rope_base=1000000.0, output=True, qkv_bias=True, n_expert=8,
+                     n_expert_used=2, n_ff_exp=128, n_ff_shexp=256),
+    # Qwen3-MoE: 8 experts of width 128, 2 per token, renormalised; QK-norm.
+    "qwen3moe": dict(arch="qwen3moe", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
+                     n_layer=3, rope_base=1000000.0, key_length=True, qk_norm=True, output=True,
+                     n_expert=8, n_expert_used=2, n_ff_exp=128),
 }
 
 
@@ -151,6 +165,13 @@ def build(family, wtype, out_path, vocab_path):
         w.add_rope_scaling_orig_ctx_len(p["n_ctx_orig"])
         scale = p["n_ctx_train"] / p["n_ctx_orig"]
         w.add_rope_scaling_attn_factors(float(np.sqrt(1 + np.log(scale) / np.log(p["n_ctx_orig"]))))
+    if p.get("n_expert"):
+        w.add_expert_count(p["n_expert"])
+        w.add_expert_used_count(p["n_expert_used"])
+        if p.get("n_ff_exp"):
+            w.add_expert_feed_forward_length(p["n_ff_exp"])
+        if p.get("n_ff_shexp"):
+            w.add_expert_shared_feed_forward_length(p["n_ff_shexp"])
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if wtype == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
     for key, val, vtype, sub in tok:
         w.add_key_value(key, val, vtype, sub)
@@ -161,6 +182,19 @@ def build(family, wtype, out_path, vocab_path):
             w.add_tensor(name, x.astype(np.float16))
         else:
             w.add_tensor(name, quantize_q8_0(x), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
+    def experts(name, n_expert, rows, cols, amp):
+        # numpy (n_expert, rows, cols) is GGUF [cols, rows, n_expert], as llama.cpp loads experts.
+        x = (rng.uniform(n_expert * rows * cols) * np.float32(amp)).reshape(n_expert * rows, cols)
+        if wtype == "f16":
+            w.add_tensor(name, x.astype(np.float16).reshape(n_expert, rows, cols))
+        else:
+            q = quantize_q8_0(x)
+            w.add_tensor(name, q.reshape(n_expert, rows, q.shape[1]),
+                         raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
+    def mat32(name, rows, cols, amp):
+        w.add_tensor(name, (rng.uniform(rows * cols) * np.float32(amp)).reshape(rows, cols))
 
     def vec(name, n, center, amp):
         w.add_tensor(name, (np.float32(center) + rng.uniform(n) * np.float32(amp)).astype(np.float32))
@@ -178,6 +212,10 @@ def build(family, wtype, out_path, vocab_path):
             mat(b + "attn_q.weight", q_dim, e, proj(e))
             mat(b + "attn_k.weight", kv_dim, e, proj(e))
             mat(b + "attn_v.weight", kv_dim, e, proj(e))
+        if p.get("qkv_bias"):
+            vec(b + "attn_q.bias", q_dim, 0.0, 0.1)
+            vec(b + "attn_k.bias", kv_dim, 0.0, 0.1)
+            vec(b + "attn_v.bias", kv_dim, 0.0, 0.1)
         if p.get("qk_norm"):
             vec(b + "attn_q_norm.weight", hd, 1.0, 0.2)
             vec(b + "attn_k_norm.weight", hd, 1.0, 0.2)
@@ -185,12 +223,26 @@ def build(family, wtype, out_path, vocab_path):
         if p.get("post_norms"):
             vec(b + "post_attention_norm.weight", e, 1.0, 0.2)
         vec(b + "ffn_norm.weight", e, 1.0, 0.2)
-        if p.get("fused"):
+        if p.get("n_expert"):
+            # Router logits a few units apart, so the top-k choice is rarely a near-tie.
+            ne, fx = p["n_expert"], p.get("n_ff_exp", ff)
+            mat32(b + "ffn_gate_inp.weight", ne, e, 2.0 * proj(e))
+            experts(b + "ffn_gate_exps.weight", ne, fx, e, proj(e))
+            experts(b + "ffn_up_exps.weight", ne, fx, e, proj(e))
+            experts(b + "ffn_down_exps.weight", ne, e, fx, proj(fx))
+            if p.get("n_ff_shexp"):
+                sff = p["n_ff_shexp"]
+                vec(b + "ffn_gate_inp_shexp.weight", e, 0.0, proj(e))
+                mat(b + "ffn_gate_shexp.weight", sff, e, proj(e))
+                mat(b + "ffn_up_shexp.weight", sff, e, proj(e))
+                mat(b + "ffn_down_shexp.weight", e, sff, proj(sff))
+        elif p.get("fused"):
             mat(b + "ffn_up.weight", 2 * ff, e, proj(e))
+            mat(b + "ffn_down.weight", e, ff, proj(ff))
         else:
             mat(b + "ffn_gate.weight", ff, e, proj(e))
             mat(b + "ffn_up.weight", ff, e, proj(e))
-        mat(b + "ffn_down.weight", e, ff, proj(ff))
+            mat(b + "ffn_down.weight", e, ff, proj(ff))
         if p.get("post_norms"):
             vec(b + "post_ffw_norm.weight", e, 1.0, 0.2)
     vec("output_norm.weight", e, 1.0, 0.2)

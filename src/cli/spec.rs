@@ -14,7 +14,7 @@ pub struct SpecArgs {
 
     /// Draft sources, comma-separated: none, draft-simple (the draft model; implied by -md),
     /// ngram-simple (look the last tokens up in the context), early-exit (implied by
-    /// --n-layer-exit-draft).
+    /// --n-layer-exit-draft), moe-draft (implied by --moe-draft-experts).
     #[arg(long = "spec-type", value_name = "TYPES", env = "LLAMA_ARG_SPEC_TYPE")]
     pub spec_type: Option<String>,
 
@@ -54,6 +54,12 @@ pub struct SpecArgs {
     /// Self-speculative decoding: draft with the target's first N layers.
     #[arg(long = "n-layer-exit-draft", value_name = "N")]
     pub n_layer_exit_draft: Option<usize>,
+
+    /// Self-speculative decoding of a mixture-of-experts model: draft with N routed experts per
+    /// token instead of the model's k (0: the shared experts only; default 0 when the model has
+    /// shared experts, else 1).
+    #[arg(long = "moe-draft-experts", value_name = "N")]
+    pub moe_draft_experts: Option<usize>,
 }
 
 impl SpecArgs {

@@ -7,6 +7,7 @@
 //! Metadata that would change the math in a way not built here (an unknown architecture, a RoPE
 //! scaling type such as YaRN) is refused with an error naming it, never run with a guess.
 
+use super::moe_config::{moe_config, MoeConfig, MoeRule};
 use super::ModelError;
 use crate::gguf::{Array, GgufFile, Value};
 use crate::ops::rope::RopeStyle;
@@ -20,18 +21,27 @@ pub enum Arch {
     Gemma2,
     Gemma3,
     Phi3,
+    Qwen2Moe,
+    Qwen3Moe,
 }
 
 impl Arch {
     /// Every supported architecture.
-    pub const ALL: [Arch; 6] = [
+    pub const ALL: [Arch; 8] = [
         Arch::Llama,
         Arch::Qwen2,
         Arch::Qwen3,
         Arch::Gemma2,
         Arch::Gemma3,
         Arch::Phi3,
+        Arch::Qwen2Moe,
+        Arch::Qwen3Moe,
     ];
+
+    /// The supported names, comma-separated (for error messages).
+    pub fn names() -> String {
+        Arch::ALL.map(Arch::name).join(", ")
+    }
 
     /// The GGUF `general.architecture` name.
     pub fn name(self) -> &'static str {
@@ -42,6 +52,8 @@ impl Arch {
             Arch::Gemma2 => "gemma2",
             Arch::Gemma3 => "gemma3",
             Arch::Phi3 => "phi3",
+            Arch::Qwen2Moe => "qwen2moe",
+            Arch::Qwen3Moe => "qwen3moe",
         }
     }
 
@@ -63,11 +75,14 @@ impl Arch {
             fused: Fused::default(),
             swa: SwaRule::None,
             default_softcaps: (None, None),
+            moe: MoeRule::Dense,
         };
         match self {
             Arch::Llama => Family {
                 rope_style: RopeStyle::Normal,
                 rope_factors: RopeFactors::Freqs,
+                // Mixtral: a llama file with experts, weights renormalised over the k chosen.
+                moe: MoeRule::WhenExperts { norm_weights: true },
                 ..base
             },
             Arch::Qwen2 => base,
@@ -105,9 +120,37 @@ impl Arch {
                 },
                 ..base
             },
+            Arch::Qwen2Moe => Family {
+                moe: MoeRule::Always {
+                    norm_weights: false,
+                    shared: true,
+                },
+                ..base
+            },
+            Arch::Qwen3Moe => Family {
+                qk_norm: true,
+                moe: MoeRule::Always {
+                    norm_weights: true,
+                    shared: false,
+                },
+                ..base
+            },
         }
     }
 }
+
+/// Architectures llama.cpp runs that are known here but not built, and what they would need.
+const NOT_BUILT: [(&str, &str); 3] = [
+    (
+        "deepseek2",
+        "multi-head latent attention (MLA) and grouped sigmoid expert gating",
+    ),
+    (
+        "llama4",
+        "chunked attention and sigmoid expert gating applied before the experts",
+    ),
+    ("qwen3next", "gated delta-net linear attention"),
+];
 
 /// Activation of the gated feed-forward block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,6 +219,8 @@ pub struct Family {
     pub swa: SwaRule,
     /// Attention and final-logit soft-capping when the file does not say.
     pub default_softcaps: (Option<f32>, Option<f32>),
+    /// Dense or mixture-of-experts feed-forward blocks, and the experts' gating.
+    pub moe: MoeRule,
 }
 
 /// Rotary embedding settings of a model (per-layer choices in [`Config::layer_rope_base`]).
@@ -230,6 +275,8 @@ pub struct Config {
     pub final_softcap: Option<f32>,
     pub ffn_act: FfnActivation,
     pub fused: Fused,
+    /// Mixture-of-experts feed-forward blocks (every layer), or `None` for dense ones.
+    pub moe: Option<MoeConfig>,
 }
 
 impl Config {
@@ -238,8 +285,11 @@ impl Config {
         let arch_name = file
             .architecture()
             .ok_or(ModelError::MissingKey("general.architecture".into()))?;
+        if let Some((_, why)) = NOT_BUILT.iter().find(|(name, _)| *name == arch_name) {
+            return Err(ModelError::ArchitectureNotBuilt(arch_name.to_string(), why));
+        }
         let arch = Arch::from_name(arch_name)
-            .ok_or_else(|| ModelError::UnknownArchitecture(arch_name.to_string()))?;
+            .ok_or_else(|| ModelError::UnknownArchitecture(arch_name.to_string(), Arch::names()))?;
         let fam = arch.family();
         let key = |k: &str| format!("{arch_name}.{k}");
         let opt_u32 = |k: &str| file.get_u32(&key(k)).map(|v| v as usize);
@@ -269,6 +319,7 @@ impl Config {
         let n_ctx_train = opt_u32("context_length").unwrap_or(4096);
 
         let rope = rope_config(file, arch_name, &fam, head_dim, n_ctx_train)?;
+        let moe = moe_config(file, arch_name, fam.moe, n_ff)?;
         let swa = sliding_window(file, arch_name, &fam, n_layer)?;
         let get_f32 = |k: &str| file.get_f32(&key(k));
         let (attn_cap, final_cap) = fam.default_softcaps;
@@ -303,6 +354,7 @@ impl Config {
             .filter(|&c| c != 0.0),
             ffn_act: fam.ffn_act,
             fused: fam.fused,
+            moe,
         })
     }
 
@@ -518,6 +570,45 @@ mod tests {
         assert_eq!(longrope.rope.factors, RopeFactors::LongShort);
         let err = config_of("phi3", vec![("rope.scaling.type", "yarn".into())]).unwrap_err();
         assert!(err.to_string().contains("'yarn'"), "{err}");
+    }
+
+    #[test]
+    fn moe_layout_and_gating_per_family() {
+        let experts = |n: u32, k: u32| {
+            vec![
+                ("expert_count", Value::from(n)),
+                ("expert_used_count", Value::from(k)),
+            ]
+        };
+        assert_eq!(config_of("llama", vec![]).unwrap().moe, None);
+        let mixtral = config_of("llama", experts(8, 2)).unwrap().moe.unwrap();
+        assert_eq!((mixtral.n_expert, mixtral.n_expert_used), (8, 2));
+        assert_eq!((mixtral.n_ff_exp, mixtral.n_ff_shexp), (128, None));
+        assert!(mixtral.norm_weights);
+        let mut kv = experts(4, 2);
+        kv.push(("expert_feed_forward_length", Value::from(32u32)));
+        let q2 = config_of("qwen2moe", kv.clone()).unwrap().moe.unwrap();
+        assert_eq!(
+            (q2.n_ff_exp, q2.n_ff_shexp, q2.norm_weights),
+            (32, Some(128), false)
+        );
+        let q3 = config_of("qwen3moe", experts(4, 2)).unwrap().moe.unwrap();
+        assert_eq!(
+            (q3.n_ff_exp, q3.n_ff_shexp, q3.norm_weights),
+            (64, None, true)
+        );
+        let err = config_of("qwen2", experts(4, 2)).unwrap_err();
+        assert!(err.to_string().contains("dense"), "{err}");
+    }
+
+    #[test]
+    fn architecture_errors_name_the_supported_ones() {
+        let err = config_of("mamba9", vec![]).unwrap_err().to_string();
+        for a in Arch::ALL {
+            assert!(err.contains(a.name()), "{err}");
+        }
+        let err = config_of("deepseek2", vec![]).unwrap_err().to_string();
+        assert!(err.contains("'deepseek2' is not built"), "{err}");
     }
 
     #[test]

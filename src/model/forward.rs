@@ -3,13 +3,39 @@
 //! (norm placement, QK-norm, soft-capping, sliding windows, where the attention scale applies),
 //! and fused tensors arrive as row views, so nothing here names an architecture.
 
+use super::moe_ffn::MoeStep;
+use super::weights::{DenseFfn, Ffn};
 use super::{Config, FfnActivation, Layer, Model};
+use crate::gguf::GgufFile;
 use crate::kv_cache::KvCache;
 use crate::ops::activation::{geglu, swiglu};
 use crate::ops::attention::{attend_one_head, tiled, AttnShape};
 use crate::ops::norm::{rms_norm_rows, rms_norm_rows_into};
+use crate::ops::rope::Rope;
+use crate::ops::softcap::softcap_all;
 use crate::ops::{matmul, QMat};
 use crate::pool;
+
+/// How much of the model a forward pass runs: all of it, or a cheaper approximation of it for
+/// self-speculative drafting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ForwardPlan {
+    /// Blocks run before the output norm and head (fewer: an early-exit draft).
+    pub n_layers: usize,
+    /// Routed experts per token in MoE blocks instead of the model's k (0: only the shared
+    /// experts); `None`: the model's own k.
+    pub routed_experts: Option<usize>,
+}
+
+impl ForwardPlan {
+    /// The whole model of `cfg`.
+    pub fn full(cfg: &Config) -> ForwardPlan {
+        ForwardPlan {
+            n_layers: cfg.n_layer,
+            routed_experts: None,
+        }
+    }
+}
 
 /// Tokens to run in one forward pass. Entry `i` is token `tokens[i]` at position `pos[i]` of
 /// sequence `seq[i]` (an index into the caches); `logits[i]` asks for its output row.
@@ -68,7 +94,21 @@ impl Model {
         caches: &mut [KvCache],
         n_layers: usize,
     ) -> Vec<f32> {
-        let h = self.final_hidden(batch, caches, n_layers);
+        let plan = ForwardPlan {
+            n_layers,
+            ..ForwardPlan::full(&self.config)
+        };
+        self.forward_plan(batch, caches, plan)
+    }
+
+    /// [`Model::forward`] as `plan` says: fewer blocks, or fewer routed experts (drafts).
+    pub fn forward_plan(
+        &self,
+        batch: &Batch,
+        caches: &mut [KvCache],
+        plan: ForwardPlan,
+    ) -> Vec<f32> {
+        let h = self.final_hidden(batch, caches, plan);
         self.output_head(&h)
     }
 
@@ -77,12 +117,12 @@ impl Model {
     /// token embeddings (its `result_norm`), before the output head. Caches fill as in
     /// [`Model::forward`].
     pub fn hidden_states(&self, batch: &Batch, caches: &mut [KvCache]) -> Vec<f32> {
-        self.final_hidden(batch, caches, self.config.n_layer)
+        self.final_hidden(batch, caches, ForwardPlan::full(&self.config))
     }
 
-    /// The batch through the first `n_layers` blocks, then the output norm of the rows that
-    /// asked for output.
-    fn final_hidden(&self, batch: &Batch, caches: &mut [KvCache], n_layers: usize) -> Vec<f32> {
+    /// The batch through the blocks (and experts) `plan` names, then the output norm of the
+    /// rows that asked for output.
+    fn final_hidden(&self, batch: &Batch, caches: &mut [KvCache], plan: ForwardPlan) -> Vec<f32> {
         let cfg = &self.config;
         let file = &*self.file;
         let n = batch.len();
@@ -100,9 +140,9 @@ impl Model {
             }
         }
         let mut scratch = Scratch::new(cfg, n);
-        for (il, layer) in self.weights.layers.iter().enumerate().take(n_layers) {
+        for (il, layer) in self.weights.layers.iter().enumerate().take(plan.n_layers) {
             self.attention_block(il, layer, batch, caches, &mut x, &mut scratch);
-            self.ffn_block(layer, n, &mut x, &mut scratch);
+            self.ffn_block(layer, n, plan, &mut x, &mut scratch);
         }
 
         let out_rows: Vec<usize> = (0..n).filter(|&i| batch.logits[i]).collect();
@@ -121,9 +161,7 @@ impl Model {
         let mut logits = vec![0f32; n_rows * cfg.n_vocab];
         matmul(&self.weights.output.mat(&self.file), h, n_rows, &mut logits);
         if let Some(cap) = cfg.final_softcap {
-            // ggml's order: scale by 1/cap, tanh, scale by cap.
-            let inv = 1.0 / cap;
-            logits.iter_mut().for_each(|v| *v = cap * (*v * inv).tanh());
+            softcap_all(&mut logits, cap);
         }
         logits
     }
@@ -150,9 +188,11 @@ impl Model {
             rms_norm_rows(&mut s.k, kn, hd, cfg.rms_eps);
         }
         let window = cfg.layer_window(il);
+        // Per sequence (LongRoPE's factors depend on its context size), built on first use.
+        let mut ropes: Vec<Option<Rope>> = vec![None; caches.len()];
         for t in 0..n {
-            // Per token: LongRoPE's factors depend on the sequence's context size.
-            let rope = self.layer_rope(il, caches[batch.seq[t]].n_ctx());
+            let seq = batch.seq[t];
+            let rope = ropes[seq].get_or_insert_with(|| self.layer_rope(il, caches[seq].n_ctx()));
             let cs = rope.cos_sin(batch.pos[t]);
             let q = &mut s.q[t * q_dim..(t + 1) * q_dim];
             rope.apply_with(q, hd, &cs);
@@ -240,22 +280,79 @@ impl Model {
         x.iter_mut().zip(&s.h).for_each(|(a, b)| *a += b);
     }
 
-    fn ffn_block(&self, layer: &Layer, n: usize, x: &mut [f32], s: &mut Scratch) {
+    fn ffn_block(
+        &self,
+        layer: &Layer,
+        n: usize,
+        plan: ForwardPlan,
+        x: &mut [f32],
+        s: &mut Scratch,
+    ) {
         let cfg = &self.config;
         let file = &*self.file;
         let e = cfg.n_embd;
         rms_norm_rows_into(x, &layer.ffn_norm, e, cfg.rms_eps, &mut s.h);
-        matmul(&layer.w_gate.mat(file), &s.h, n, &mut s.gate);
-        matmul(&layer.w_up.mat(file), &s.h, n, &mut s.up);
-        match cfg.ffn_act {
-            FfnActivation::Silu => swiglu(&mut s.gate, &s.up),
-            FfnActivation::Gelu => geglu(&mut s.gate, &s.up),
+        match &layer.ffn {
+            Ffn::Moe(weights) => {
+                let moe = &weights.config;
+                let step = MoeStep {
+                    file,
+                    weights,
+                    act: cfg.ffn_act,
+                    k: plan
+                        .routed_experts
+                        .unwrap_or(moe.n_expert_used)
+                        .min(moe.n_expert),
+                };
+                step.run(&s.h, n, &mut s.ffn_out);
+            }
+            Ffn::Dense(ffn) => {
+                dense_ffn(
+                    file,
+                    ffn,
+                    cfg.ffn_act,
+                    &s.h,
+                    n,
+                    &mut s.gate,
+                    &mut s.up,
+                    &mut s.ffn_out,
+                );
+            }
         }
-        matmul(&layer.w_down.mat(file), &s.gate, n, &mut s.h);
+        std::mem::swap(&mut s.h, &mut s.ffn_out);
         if let Some(w) = &layer.post_ffn_norm {
             rms_norm_rows(&mut s.h, w, e, cfg.rms_eps);
         }
         x.iter_mut().zip(&s.h).for_each(|(a, b)| *a += b);
+    }
+}
+
+/// `out = down(act(gate · h) ⊙ up · h)` for `n` rows `h`; `gate` and `up` are scratch.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn dense_ffn(
+    file: &GgufFile,
+    ffn: &DenseFfn,
+    act: FfnActivation,
+    h: &[f32],
+    n: usize,
+    gate: &mut Vec<f32>,
+    up: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    let ff = ffn.gate.rows.len();
+    gate.resize(n * ff, 0.0);
+    up.resize(n * ff, 0.0);
+    matmul(&ffn.gate.mat(file), h, n, gate);
+    matmul(&ffn.up.mat(file), h, n, up);
+    activate(act, gate, up);
+    matmul(&ffn.down.mat(file), gate, n, out);
+}
+
+/// `gate = act(gate) ⊙ up`.
+pub(super) fn activate(act: FfnActivation, gate: &mut [f32], up: &[f32]) {
+    match act {
+        FfnActivation::Silu => swiglu(gate, up),
+        FfnActivation::Gelu => geglu(gate, up),
     }
 }
 
@@ -278,6 +375,7 @@ struct Scratch {
     attn: Vec<f32>,
     gate: Vec<f32>,
     up: Vec<f32>,
+    ffn_out: Vec<f32>,
 }
 
 impl Scratch {
@@ -289,8 +387,9 @@ impl Scratch {
             k: vec![0.0; n * cfg.kv_dim()],
             v: vec![0.0; n * cfg.kv_dim()],
             attn: vec![0.0; n * q_dim],
-            gate: vec![0.0; n * cfg.n_ff],
-            up: vec![0.0; n * cfg.n_ff],
+            gate: Vec::new(),
+            up: Vec::new(),
+            ffn_out: vec![0.0; n * cfg.n_embd],
         }
     }
 }

@@ -3,14 +3,17 @@
 
 mod config;
 mod forward;
+mod moe_config;
+mod moe_ffn;
 mod weights;
 
 pub use config::{
     Arch, Config, Family, FfnActivation, Fused, NormPlacement, RopeConfig, RopeFactors,
     SlidingWindow, SwaRule,
 };
-pub use forward::Batch;
-pub use weights::{Layer, Tensor, Weights};
+pub use forward::{Batch, ForwardPlan};
+pub use moe_config::{MoeConfig, MoeRule};
+pub use weights::{DenseFfn, Experts, Ffn, Layer, MoeFfn, RowView, SharedExpert, Tensor, Weights};
 
 use crate::gguf::{GgufError, GgufFile};
 use crate::quant::GgmlType;
@@ -21,8 +24,12 @@ use std::sync::Arc;
 pub enum ModelError {
     #[error(transparent)]
     Gguf(#[from] GgufError),
-    #[error("unknown architecture '{0}' (supported: llama, qwen2, qwen3, gemma2, gemma3, phi3)")]
-    UnknownArchitecture(String),
+    #[error("unknown architecture '{0}' (supported: {1})")]
+    UnknownArchitecture(String, String),
+    #[error("architecture '{0}' is not built: it needs {1}")]
+    ArchitectureNotBuilt(String, &'static str),
+    #[error("metadata '{0}' asks for {1}, which is not implemented")]
+    NotImplemented(String, String),
     #[error("RoPE scaling '{0}' ({1}) is not implemented (supported: none, linear, longrope)")]
     UnsupportedRopeScaling(String, String),
     #[error("missing metadata key '{0}'")]
@@ -39,7 +46,8 @@ pub enum ModelError {
     },
     #[error(
         "tensor '{0}' is not read by this engine's {1} forward pass (it is part of a model \
-         this engine does not build, such as MoE experts); refusing to run the model without it"
+         variant this engine does not build, such as experts stored one tensor each, or experts \
+         without expert metadata); refusing to run the model without it"
     )]
     UnusedTensor(String, String),
     #[error("tensor '{name}' has type {ty}, which cannot be a weight")]

@@ -1,13 +1,15 @@
 //! Weight lookup by GGUF tensor name. Tensors stay in the mapped file; this module only checks
 //! that each one exists with the expected shape and remembers where it is. Fused tensors (Phi-3's
-//! QKV and gate/up) are split into row ranges of the one tensor, never copied.
+//! QKV and gate/up) are split into row ranges of the one tensor, never copied, and so are the
+//! experts of a 3-D expert tensor (`[n_embd, n_ff, n_expert]`: expert `e` is rows
+//! `e·n_ff..(e+1)·n_ff` of the tensor seen as one matrix).
 
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::{Config, ModelError, NormPlacement, RopeFactors};
+use super::{Config, ModelError, MoeConfig, NormPlacement, RopeFactors};
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::ops::QMat;
 use crate::quant::GgmlType;
@@ -19,12 +21,13 @@ pub struct Tensor {
 }
 
 impl Tensor {
-    /// The tensor as a matrix of `dims[1]` rows × `dims[0]` columns, borrowing from `file`.
+    /// The tensor as a matrix of `dims[1] · dims[2] · …` rows × `dims[0]` columns, borrowing
+    /// from `file`.
     pub fn mat<'a>(&self, file: &'a GgufFile) -> QMat<'a> {
         let d = &self.info.dims;
         QMat {
             ty: self.info.ty,
-            rows: d.get(1).copied().unwrap_or(1) as usize,
+            rows: d[1..].iter().product::<u64>() as usize,
             cols: d[0] as usize,
             data: file.tensor_data(&self.info),
         }
@@ -51,7 +54,7 @@ pub struct RowView {
 impl RowView {
     /// The whole of `tensor`.
     pub fn whole(tensor: Tensor) -> RowView {
-        let rows = tensor.info.dims.get(1).copied().unwrap_or(1) as usize;
+        let rows = tensor.info.dims[1..].iter().product::<u64>() as usize;
         RowView {
             tensor,
             rows: 0..rows,
@@ -60,13 +63,7 @@ impl RowView {
 
     /// The rows as a matrix borrowing from `file` (a sub-slice of the tensor's bytes).
     pub fn mat<'a>(&self, file: &'a GgufFile) -> QMat<'a> {
-        let m = self.tensor.mat(file);
-        let rb = m.row_bytes();
-        QMat {
-            rows: self.rows.len(),
-            data: &m.data[self.rows.start * rb..self.rows.end * rb],
-            ..m
-        }
+        self.tensor.mat(file).row_range(self.rows.clone())
     }
 }
 
@@ -84,10 +81,58 @@ pub struct Layer {
     pub k_norm: Option<Vec<f32>>,
     pub post_attn_norm: Option<Vec<f32>>,
     pub ffn_norm: Vec<f32>,
-    pub w_gate: RowView,
-    pub w_up: RowView,
-    pub w_down: Tensor,
+    pub ffn: Ffn,
     pub post_ffn_norm: Option<Vec<f32>>,
+}
+
+/// A feed-forward block's weights.
+// One per layer, built once at load: the size difference between the variants costs nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum Ffn {
+    Dense(DenseFfn),
+    Moe(MoeFfn),
+}
+
+/// A gated feed-forward network: `down(act(gate·x) ⊙ up·x)`.
+pub struct DenseFfn {
+    pub gate: RowView,
+    pub up: RowView,
+    pub down: RowView,
+}
+
+/// A mixture of experts: the router, the routed experts, and an optional shared expert.
+pub struct MoeFfn {
+    pub config: MoeConfig,
+    /// `ffn_gate_inp`: one row of router logits per expert.
+    pub router: Tensor,
+    pub gate: Experts,
+    pub up: Experts,
+    pub down: Experts,
+    pub shared: Option<SharedExpert>,
+}
+
+/// A 3-D tensor of `n_expert` matrices of `rows` rows each.
+#[derive(Clone, Debug)]
+pub struct Experts {
+    pub tensor: Tensor,
+    pub rows: usize,
+}
+
+impl Experts {
+    /// Expert `e`'s matrix: a row range of the one tensor, borrowing from `file`, not a copy.
+    pub fn mat<'a>(&self, file: &'a GgufFile, e: usize) -> QMat<'a> {
+        self.tensor
+            .mat(file)
+            .row_range(e * self.rows..(e + 1) * self.rows)
+    }
+}
+
+/// Qwen2-MoE's shared expert: a dense FFN every token goes through, scaled by the sigmoid of
+/// `gate_inp · x`.
+pub struct SharedExpert {
+    /// `ffn_gate_inp_shexp`: one row, the gate's logit.
+    pub gate_inp: Tensor,
+    pub ffn: DenseFfn,
 }
 
 /// All weights of a model.
@@ -153,18 +198,21 @@ impl Weights {
                         RowView::whole(l.tensor(&n("attn_v.weight"), &[e, kv])?),
                     )
                 };
-                let (w_gate, w_up) = if cfg.fused.gate_up {
-                    let t = l.tensor(&n("ffn_up.weight"), &[e, 2 * ff])?;
-                    let part = |r: Range<usize>| RowView {
-                        tensor: t.clone(),
-                        rows: r,
-                    };
-                    (part(0..ff), part(ff..2 * ff))
-                } else {
-                    (
-                        RowView::whole(l.tensor(&n("ffn_gate.weight"), &[e, ff])?),
-                        RowView::whole(l.tensor(&n("ffn_up.weight"), &[e, ff])?),
-                    )
+                let ffn = match &cfg.moe {
+                    Some(moe) => Ffn::Moe(l.moe(i, e, moe)?),
+                    None if cfg.fused.gate_up => {
+                        let t = l.tensor(&n("ffn_up.weight"), &[e, 2 * ff])?;
+                        let part = |r: Range<usize>| RowView {
+                            tensor: t.clone(),
+                            rows: r,
+                        };
+                        Ffn::Dense(DenseFfn {
+                            gate: part(0..ff),
+                            up: part(ff..2 * ff),
+                            down: RowView::whole(l.tensor(&n("ffn_down.weight"), &[ff, e])?),
+                        })
+                    }
+                    None => Ffn::Dense(l.dense_ffn(&n("ffn_%.weight"), e, ff)?),
                 };
                 Ok(Layer {
                     attn_norm: need_vec("attn_norm.weight", e)?,
@@ -179,9 +227,7 @@ impl Weights {
                     k_norm: opt_norm(cfg.qk_norm, "attn_k_norm.weight", hd)?,
                     post_attn_norm: opt_norm(post, "post_attention_norm.weight", e)?,
                     ffn_norm: need_vec("ffn_norm.weight", e)?,
-                    w_gate,
-                    w_up,
-                    w_down: l.tensor(&n("ffn_down.weight"), &[ff, e])?,
+                    ffn,
                     post_ffn_norm: opt_norm(post, "post_ffw_norm.weight", e)?,
                 })
             })
@@ -256,5 +302,42 @@ impl Lookup<'_> {
 
     fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
         Ok(self.tensor(name, &[len])?.to_f32(self.file))
+    }
+
+    /// A dense FFN whose tensor names are `pattern` with `%` replaced by gate, up and down.
+    fn dense_ffn(&self, pattern: &str, e: usize, ff: usize) -> Result<DenseFfn, ModelError> {
+        let name = |part: &str| pattern.replace('%', part);
+        Ok(DenseFfn {
+            gate: RowView::whole(self.tensor(&name("gate"), &[e, ff])?),
+            up: RowView::whole(self.tensor(&name("up"), &[e, ff])?),
+            down: RowView::whole(self.tensor(&name("down"), &[ff, e])?),
+        })
+    }
+
+    /// The experts of layer `il`, shaped as llama.cpp loads them.
+    fn moe(&self, il: usize, e: usize, moe: &MoeConfig) -> Result<MoeFfn, ModelError> {
+        let n = |s: &str| format!("blk.{il}.{s}");
+        let (ne, ff) = (moe.n_expert, moe.n_ff_exp);
+        let experts = |s: &str, rows: usize, cols: usize| -> Result<Experts, ModelError> {
+            Ok(Experts {
+                tensor: self.tensor(&n(s), &[cols, rows, ne])?,
+                rows,
+            })
+        };
+        let shared = match moe.n_ff_shexp {
+            Some(sff) => Some(SharedExpert {
+                gate_inp: self.tensor(&n("ffn_gate_inp_shexp.weight"), &[e])?,
+                ffn: self.dense_ffn(&n("ffn_%_shexp.weight"), e, sff)?,
+            }),
+            None => None,
+        };
+        Ok(MoeFfn {
+            config: moe.clone(),
+            router: self.tensor(&n("ffn_gate_inp.weight"), &[e, ne])?,
+            gate: experts("ffn_gate_exps.weight", ff, e)?,
+            up: experts("ffn_up_exps.weight", ff, e)?,
+            down: experts("ffn_down_exps.weight", e, ff)?,
+            shared,
+        })
     }
 }

@@ -30,6 +30,16 @@ impl<'a> QMat<'a> {
     pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
         quant::dequantize_row(self.ty, self.row(r), out);
     }
+
+    /// Rows `rows` as a matrix of their own (a sub-slice of the bytes, nothing copied).
+    pub fn row_range(&self, rows: std::ops::Range<usize>) -> QMat<'a> {
+        let rb = self.row_bytes();
+        QMat {
+            rows: rows.len(),
+            data: &self.data[rows.start * rb..rows.end * rb],
+            ..*self
+        }
+    }
 }
 
 /// Weight rows handed to one task at least: enough work to amortise scheduling.

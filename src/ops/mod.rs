@@ -1,5 +1,6 @@
 //! The numeric building blocks of a forward pass: matrix products over quantized weights,
-//! normalisation, rotary position embedding, activations and attention. Each works on plain
+//! normalisation, rotary position embedding, activations, attention, soft-capping and the
+//! router of a mixture of experts. Each works on plain
 //! slices; the model code decides what to call in which order.
 
 pub mod activation;
@@ -8,5 +9,7 @@ pub mod expf;
 pub mod matmul;
 pub mod norm;
 pub mod rope;
+pub mod router;
+pub mod softcap;
 
 pub use matmul::{matmul, QMat};

@@ -1,6 +1,6 @@
 //! From the speculative-decoding flags to a [`Speculator`]: which draft sources, in which order
-//! (the free n-gram lookup first, then a draft model, then the early-exit draft), each checked
-//! against the target.
+//! (the free n-gram lookup first, then a draft model, then the early-exit draft, then the MoE
+//! draft), each checked against the target.
 
 use super::draft_model::{check_vocab, ModelDrafter, VocabMismatch};
 use super::ngram::NgramDrafter;
@@ -8,6 +8,7 @@ use super::{Drafter, Speculator};
 use crate::app::Loaded;
 use crate::cli::SpecArgs;
 use crate::generate::Session;
+use crate::model::{ForwardPlan, Model};
 
 /// A draft source named by `--spec-type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,19 +16,31 @@ pub enum SpecType {
     NgramSimple,
     Draft,
     EarlyExit,
+    /// The target with fewer routed experts per token (`--moe-draft-experts`).
+    MoeDraft,
 }
 
 /// Why the flags do not describe a usable speculator.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SpecError {
     #[error(
-        "--spec-type: unknown type {0:?} (known: none, draft-simple, ngram-simple, early-exit)"
+        "--spec-type: unknown type {0:?} (known: none, draft-simple, ngram-simple, early-exit, \
+         moe-draft)"
     )]
     UnknownType(String),
     #[error("--spec-type draft needs a draft model: -md FNAME")]
     NoDraftModel,
     #[error("--n-layer-exit-draft {n}: the model has {layers} layers; give 1 to {}", layers - 1)]
     ExitLayer { n: usize, layers: usize },
+    #[error("--spec-type moe-draft: the model ({0}) has no experts")]
+    NotMoe(String),
+    #[error(
+        "--moe-draft-experts 0: the model has no shared experts, so a draft without routed \
+         experts would have no feed-forward blocks; give 1 to {0}"
+    )]
+    NoSharedExperts(usize),
+    #[error("--moe-draft-experts {n}: the model has {experts} experts; give 0 to {experts}")]
+    MoeExperts { n: usize, experts: usize },
     #[error("--spec-draft-p-min {0}: must be between 0 and 1")]
     PMin(f32),
     /// (Not a `source`: the message already carries the mismatch, once.)
@@ -45,6 +58,7 @@ pub fn spec_types(args: &SpecArgs) -> Result<Vec<SpecType>, SpecError> {
                 "ngram-simple" => types.push(SpecType::NgramSimple),
                 "draft" | "draft-simple" => types.push(SpecType::Draft),
                 "early-exit" => types.push(SpecType::EarlyExit),
+                "moe-draft" => types.push(SpecType::MoeDraft),
                 other => return Err(SpecError::UnknownType(other.to_string())),
             }
         }
@@ -55,13 +69,21 @@ pub fn spec_types(args: &SpecArgs) -> Result<Vec<SpecType>, SpecError> {
     if args.n_layer_exit_draft.is_some() {
         types.push(SpecType::EarlyExit);
     }
+    if args.moe_draft_experts.is_some() {
+        types.push(SpecType::MoeDraft);
+    }
     if types.contains(&SpecType::Draft) && args.model_draft.is_none() {
         return Err(SpecError::NoDraftModel);
     }
     if !(0.0..=1.0).contains(&args.draft_p_min) {
         return Err(SpecError::PMin(args.draft_p_min));
     }
-    let order = [SpecType::NgramSimple, SpecType::Draft, SpecType::EarlyExit];
+    let order = [
+        SpecType::NgramSimple,
+        SpecType::Draft,
+        SpecType::EarlyExit,
+        SpecType::MoeDraft,
+    ];
     Ok(order.into_iter().filter(|t| types.contains(t)).collect())
 }
 
@@ -109,6 +131,15 @@ pub fn build<'a>(
                     n_vocab,
                 )));
             }
+            SpecType::MoeDraft => {
+                let plan = moe_draft_plan(&target.model, args.moe_draft_experts)?;
+                let session = Session::with_plan(&target.model, n_ctx, n_batch, plan);
+                drafters.push(Box::new(ModelDrafter::new(
+                    session,
+                    args.draft_p_min,
+                    n_vocab,
+                )));
+            }
         }
     }
     Ok(Some(Speculator::new(
@@ -116,6 +147,33 @@ pub fn build<'a>(
         args.draft_max,
         args.draft_min,
     )))
+}
+
+/// The forward plan of a MoE draft of `model` with `experts` routed experts per token (by
+/// default none when the model has shared experts to fall back on, else one). It shares the
+/// target's weights; its cache is its own, since its hidden states differ after the first
+/// expert block.
+pub fn moe_draft_plan(model: &Model, experts: Option<usize>) -> Result<ForwardPlan, SpecError> {
+    let cfg = &model.config;
+    let moe = cfg
+        .moe
+        .as_ref()
+        .ok_or_else(|| SpecError::NotMoe(cfg.arch.name().to_string()))?;
+    let shared = moe.n_ff_shexp.is_some();
+    let n = experts.unwrap_or(if shared { 0 } else { 1 });
+    if n > moe.n_expert {
+        return Err(SpecError::MoeExperts {
+            n,
+            experts: moe.n_expert,
+        });
+    }
+    if n == 0 && !shared {
+        return Err(SpecError::NoSharedExperts(moe.n_expert));
+    }
+    Ok(ForwardPlan {
+        routed_experts: Some(n),
+        ..ForwardPlan::full(cfg)
+    })
 }
 
 #[cfg(test)]
@@ -146,6 +204,20 @@ mod tests {
         assert_eq!(
             spec_types(&args(&["--n-layer-exit-draft", "4"])).unwrap(),
             vec![SpecType::EarlyExit]
+        );
+        assert_eq!(
+            spec_types(&args(&[
+                "--moe-draft-experts",
+                "0",
+                "--spec-type",
+                "ngram-simple"
+            ]))
+            .unwrap(),
+            vec![SpecType::NgramSimple, SpecType::MoeDraft]
+        );
+        assert_eq!(
+            spec_types(&args(&["--spec-type", "moe-draft"])).unwrap(),
+            vec![SpecType::MoeDraft]
         );
         assert_eq!(spec_types(&args(&["--spec-type", "none"])).unwrap(), vec![]);
     }

@@ -8,6 +8,7 @@ pub mod http;
 #[cfg(target_os = "linux")]
 pub mod net;
 pub mod server;
+pub mod synth;
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};

@@ -58,11 +58,10 @@ pub struct Scores {
 impl Scores {
     #[inline(always)]
     pub fn apply(self, dot: f32) -> f32 {
-        let s = dot * self.mul;
         if self.cap != 0.0 {
-            self.cap * s.tanh()
+            crate::ops::softcap::softcap(dot, self.mul, self.cap)
         } else {
-            s
+            dot * self.mul
         }
     }
 }
