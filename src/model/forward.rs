@@ -10,6 +10,7 @@ use crate::ops::attention::{attend_one_head, tiled, AttnShape};
 use crate::ops::norm::{rms_norm_rows, rms_norm_rows_into};
 use crate::ops::{matmul, QMat};
 use crate::pool;
+use std::borrow::BorrowMut;
 
 /// Tokens to run in one forward pass. Entry `i` is token `tokens[i]` at position `pos[i]` of
 /// sequence `seq[i]` (an index into the caches); `logits[i]` asks for its output row.
@@ -55,17 +56,23 @@ impl Model {
     ///
     /// Panics if a token id is out of the vocabulary or a position is beyond its cache: callers
     /// validate input first.
-    pub fn forward(&self, batch: &Batch, caches: &mut [KvCache]) -> Vec<f32> {
+    /// `caches` holds the caches themselves or mutable references to them (the server's slots
+    /// each own theirs).
+    pub fn forward<C: BorrowMut<KvCache> + Sync>(
+        &self,
+        batch: &Batch,
+        caches: &mut [C],
+    ) -> Vec<f32> {
         self.forward_layers(batch, caches, self.config.n_layer)
     }
 
     /// [`Model::forward`] through the first `n_layers` blocks only, then the output norm and
     /// head: the early-exit draft of self-speculative decoding. The caches need only that many
     /// layers.
-    pub fn forward_layers(
+    pub fn forward_layers<C: BorrowMut<KvCache> + Sync>(
         &self,
         batch: &Batch,
-        caches: &mut [KvCache],
+        caches: &mut [C],
         n_layers: usize,
     ) -> Vec<f32> {
         let cfg = &self.config;
@@ -111,12 +118,12 @@ impl Model {
         logits
     }
 
-    fn attention_block(
+    fn attention_block<C: BorrowMut<KvCache> + Sync>(
         &self,
         il: usize,
         layer: &Layer,
         batch: &Batch,
-        caches: &mut [KvCache],
+        caches: &mut [C],
         x: &mut [f32],
         s: &mut Scratch,
     ) {
@@ -135,7 +142,7 @@ impl Model {
         let window = cfg.layer_window(il);
         for t in 0..n {
             // Per token: LongRoPE's factors depend on the sequence's context size.
-            let rope = self.layer_rope(il, caches[batch.seq[t]].n_ctx());
+            let rope = self.layer_rope(il, caches[batch.seq[t]].borrow().n_ctx());
             let cs = rope.cos_sin(batch.pos[t]);
             let q = &mut s.q[t * q_dim..(t + 1) * q_dim];
             rope.apply_with(q, hd, &cs);
@@ -143,7 +150,7 @@ impl Model {
                 q.iter_mut().for_each(|v| *v *= cfg.attn_scale);
             }
             rope.apply_with(&mut s.k[t * kv_dim..(t + 1) * kv_dim], hd, &cs);
-            let cache = &mut caches[batch.seq[t]];
+            let cache = caches[batch.seq[t]].borrow_mut();
             cache.store(
                 il,
                 batch.pos[t],
@@ -160,7 +167,7 @@ impl Model {
             scale: if cfg.scale_query { 1.0 } else { cfg.attn_scale },
             softcap: cfg.attn_softcap.unwrap_or(0.0),
         };
-        let caches: &[KvCache] = caches;
+        let caches: &[C] = caches;
         // The path is chosen per run of consecutive tokens of one sequence, never from the
         // size of the whole batch: a sequence's results must not depend on which other
         // sequences share its forward pass (server slots, speculative verification).
@@ -179,7 +186,7 @@ impl Model {
                 pos: &batch.pos[t..end],
                 window,
             };
-            let cache = &caches[seq];
+            let cache = caches[seq].borrow();
             tiled::attend(
                 &shape,
                 &queries,
@@ -198,7 +205,7 @@ impl Model {
                 let (t, head) = (short[c / cfg.n_head], c % cfg.n_head);
                 let pos = batch.pos[t];
                 let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
-                let cache = &caches[batch.seq[t]];
+                let cache = caches[batch.seq[t]].borrow();
                 let qh = &q[t * q_dim + head * hd..][..hd];
                 attend_one_head(
                     &shape,
