@@ -12,6 +12,7 @@
 //! templates are used through their public APIs.
 
 mod admission;
+mod choices;
 mod cors;
 mod error;
 mod generation;
