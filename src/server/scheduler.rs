@@ -57,6 +57,24 @@ pub struct SlotStatus {
     pub n_prompt_tokens: usize,
     pub n_cached_tokens: usize,
     pub n_decoded: usize,
+    /// The slot drafts tokens (speculative decoding).
+    pub speculative: bool,
+    /// The settings of the slot's request, or of its last one (`None`: it has had none).
+    #[serde(skip)]
+    pub params: Option<GenParams>,
+    pub next_token: NextToken,
+}
+
+/// llama-server's `next_token` of a slot.
+#[derive(Clone, Debug, Serialize)]
+pub struct NextToken {
+    /// The slot is generating.
+    pub has_next_token: bool,
+    /// The request's text so far has a line break.
+    pub has_new_line: bool,
+    /// Tokens the request may still generate (-1: no limit).
+    pub n_remain: i64,
+    pub n_decoded: usize,
 }
 
 /// The handlers' side of the scheduler.
@@ -412,14 +430,31 @@ impl Worker<'_> {
         let status = self
             .slots
             .iter()
-            .map(|s| SlotStatus {
-                id: s.id,
-                n_ctx: self.options.n_ctx_slot,
-                is_processing: s.active.is_some(),
-                id_task: s.active.as_ref().map_or(-1, |a| a.job.id as i64),
-                n_prompt_tokens: s.active.as_ref().map_or(0, |a| a.job.prompt.len()),
-                n_cached_tokens: s.session.tokens.len(),
-                n_decoded: s.active.as_ref().map_or(0, |a| a.n_decoded),
+            .map(|s| {
+                let a = s.active.as_ref();
+                let n_decoded = a.map_or(0, |a| a.n_decoded);
+                let n_predict = a.map_or(-1, |a| a.job.params.n_predict);
+                SlotStatus {
+                    id: s.id,
+                    n_ctx: self.options.n_ctx_slot,
+                    is_processing: a.is_some(),
+                    id_task: a.map_or(-1, |a| a.job.id as i64),
+                    n_prompt_tokens: a.map_or(0, |a| a.job.prompt.len()),
+                    n_cached_tokens: s.session.tokens.len(),
+                    n_decoded,
+                    speculative: s.spec.is_some(),
+                    params: s.last_params.clone(),
+                    next_token: NextToken {
+                        has_next_token: a.is_some(),
+                        has_new_line: a.is_some_and(|a| a.has_new_line),
+                        n_remain: if n_predict < 0 {
+                            -1
+                        } else {
+                            (n_predict - n_decoded as i64).max(0)
+                        },
+                        n_decoded,
+                    },
+                }
             })
             .collect();
         if let Ok(mut s) = self.status.lock() {
@@ -451,6 +486,7 @@ fn emit(
         TextStep::Send(text, tokens) => (text, tokens, None),
         TextStep::Stopped(text, tokens, word) => (text, tokens, Some(word)),
     };
+    a.has_new_line |= text.contains('\n');
     if !text.is_empty() || !tokens.is_empty() {
         let probs = a.take_probs(!tokens.is_empty());
         let event = Event::Text {

@@ -128,6 +128,8 @@ pub struct Active {
     /// The sampled token to feed next.
     pub next_token: Option<u32>,
     pub n_decoded: usize,
+    /// The text sent so far has a line break (`/slots`' `has_new_line`).
+    pub has_new_line: bool,
     /// Draft tokens verified for this request, and accepted.
     pub draft_n: usize,
     pub draft_n_accepted: usize,
@@ -143,6 +145,8 @@ pub struct Slot<'m> {
     /// The slot's draft sources, when speculating (a draft model keeps a cache per slot).
     pub spec: Option<Speculator<'m>>,
     pub active: Option<Active>,
+    /// The settings of the slot's last request (for `/slots`).
+    pub last_params: Option<GenParams>,
     /// When the slot last finished a request (for least-recently-used choice).
     pub last_used: Instant,
 }
@@ -154,6 +158,7 @@ impl<'m> Slot<'m> {
             session,
             spec,
             active: None,
+            last_params: None,
             last_used: Instant::now(),
         }
     }
@@ -170,6 +175,7 @@ impl<'m> Slot<'m> {
             0
         };
         self.session.context_shift = keep_on_shift;
+        self.last_params = Some(job.params.clone());
         let sampler = Sampler::new(job.params.sampling.clone(), vocab.clone());
         let stops = StopText::new(job.params.stop.clone());
         self.active = Some(Active {
@@ -183,6 +189,7 @@ impl<'m> Slot<'m> {
             pending_probs: Vec::new(),
             next_token: None,
             n_decoded: 0,
+            has_new_line: false,
             draft_n: 0,
             draft_n_accepted: 0,
             started: Instant::now(),
