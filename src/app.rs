@@ -10,7 +10,7 @@ use crate::model::Model;
 use crate::perplexity::perplexity;
 use crate::sampling::grammar::json_schema;
 use crate::sampling::{Grammar, Sampler, SamplerKind, SamplingParams, TokenVocab};
-use crate::stop_text::StopWatch;
+use crate::stop_text::StopText;
 use crate::timings::RunClock;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use anyhow::{bail, Context, Result};
@@ -263,7 +263,8 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
     } else {
         StreamDecoder::new()
     };
-    let mut reverse_prompts = StopWatch::new(cli.compat.reverse_prompt.clone());
+    let mut reverse_prompts = StopText::new(cli.compat.reverse_prompt.clone());
+    let watch_reverse = !cli.compat.reverse_prompt.is_empty();
     let mut write_err = None;
     let on_token = |ev: &crate::generate::TokenEvent| {
         clock.mark_token();
@@ -282,7 +283,7 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
             {
                 return false;
             }
-            if reverse_prompts.push(&text) {
+            if watch_reverse && reverse_prompts.push(&text).stopped.is_some() {
                 return false;
             }
         }

@@ -1,12 +1,15 @@
-//! Prefill and the decode loop for one sequence: feeds the prompt as batches, then samples token
-//! after token (verifying speculative drafts when given some) until end-of-generation, the token
-//! budget or the context is exhausted, reporting each token to the caller as it is chosen; and
-//! the context shift that makes room when the context fills.
+//! One sequence and its KV cache ([`Session`]), the type the CLI, `--chat`, draft models and
+//! the server's slots all use: prefill in batches, the decode loop (until end-of-generation,
+//! the token budget or a full context, reporting each token as it is chosen), draft
+//! verification, and the context shift that makes room when the context fills. The server
+//! stages several sessions' tokens into one batch ([`Session::stage`]) and verifies each
+//! session's rows with the same [`Session::verify`] the decode loop uses.
 
 use crate::kv_cache::KvCache;
 use crate::model::{Batch, ForwardPlan, Model};
 use crate::sampling::Sampler;
 use crate::speculative::Speculator;
+use std::ops::ControlFlow;
 
 /// Context shift of one sequence (`tokens`, whose keys and values are in `cache`): the first
 /// `keep` tokens stay, the older half of the others goes, and the rest move down. False when
@@ -180,11 +183,10 @@ impl<'m> Session<'m> {
     }
 
     /// [`Session::generate`] with speculation: after each emitted token, `spec` may draft the
-    /// next ones, and the model runs once over the token and its draft. The sampler then takes
-    /// each position in turn, keeping drafted tokens while they equal what it sampled; the first
-    /// mismatch (or the token after a fully accepted draft) is emitted too, and the cache forgets
-    /// the rejected tail. Same events and stop reasons; since every emitted token is a sample of
-    /// the model, greedy or seeded output is the same as without drafts.
+    /// next ones, and the model runs once over the token and its draft; [`Session::verify`]
+    /// then keeps the drafted tokens the sampler agrees with. Same events and stop reasons;
+    /// since every emitted token is a sample of the model, greedy or seeded output is the same
+    /// as without drafts.
     pub fn generate_with_drafts(
         &mut self,
         logits: Vec<f32>,
@@ -194,71 +196,127 @@ impl<'m> Session<'m> {
         mut on_token: impl FnMut(&TokenEvent) -> bool,
         mut spec: Option<&mut Speculator>,
     ) -> StopReason {
-        let n_vocab = self.model.config.n_vocab;
         let budget_left = |produced: i64| n_predict < 0 || produced < n_predict;
+        if !budget_left(0) {
+            return StopReason::Length;
+        }
         let mut produced: i64 = 0;
         // Logits after each token of the last pass: its first token, then its draft.
         let mut rows = logits;
         let mut draft: Vec<u32> = Vec::new();
         loop {
-            let base = self.tokens.len() - draft.len();
-            let mut next = None;
-            for (i, row) in rows.chunks_exact(n_vocab).enumerate() {
-                if !budget_left(produced) {
-                    self.truncate(base + i);
-                    return StopReason::Length;
-                }
-                let id = sampler.sample(row, &self.tokens[..base + i]);
+            let verified = self.verify(&rows, &draft, |row, history| {
+                let id = sampler.sample(row, history);
                 produced += 1;
-                let eog = is_eog(id);
+                let is_eog = is_eog(id);
                 if !on_token(&TokenEvent {
                     id,
                     logits: row,
-                    is_eog: eog,
+                    is_eog,
                 }) {
-                    self.truncate(base + i);
-                    return StopReason::Cancelled;
+                    return ControlFlow::Break(StopReason::Cancelled);
                 }
-                if eog {
-                    self.truncate(base + i);
-                    return StopReason::EndOfGeneration;
+                if is_eog {
+                    return ControlFlow::Break(StopReason::EndOfGeneration);
                 }
-                if draft.get(i) != Some(&id) {
-                    // Drafted tokens before `i` were right; `id` is fed next.
-                    self.truncate(base + i);
-                    next = Some(id);
-                    break;
-                }
-                if let Some(s) = spec.as_deref_mut() {
-                    s.stats.accepted += 1;
-                }
+                ControlFlow::Continue(id)
+            });
+            if let Some(s) = spec.as_deref_mut() {
+                s.stats.accepted += verified.accepted;
             }
-            let id = next.expect("the last row is never a drafted token");
+            let id = match verified.next {
+                ControlFlow::Continue(id) => id,
+                ControlFlow::Break(reason) => return reason,
+            };
             if !self.make_room() {
                 return StopReason::ContextFull;
             }
             if !budget_left(produced) {
                 return StopReason::Length;
             }
-            // Room for `id` plus the draft, and no more drafted tokens than may be emitted.
+            // No more drafted tokens than may be emitted after `id`.
             let budget = if n_predict < 0 {
                 usize::MAX
             } else {
-                (n_predict - produced) as usize
+                (n_predict - produced) as usize - 1
             };
-            let room = (self.remaining() - 1).min(budget - 1);
             draft = match spec.as_deref_mut() {
-                Some(s) => s.draft(&self.tokens, id, room),
+                Some(s) => self.draft_after(s, id, budget),
                 None => Vec::new(),
             };
-            if let Some(s) = spec.as_deref_mut().filter(|_| !draft.is_empty()) {
-                s.stats.steps += 1;
-                s.stats.drafted += draft.len();
-            }
             let mut batch = Vec::with_capacity(1 + draft.len());
             batch.push(id);
             batch.extend_from_slice(&draft);
             rows = self.feed(&batch, !draft.is_empty());
         }
     }
+
+    /// A draft from `spec` to feed after `next` (sampled, not yet fed): at most `budget`
+    /// tokens, and no more than fit in the context after `next`.
+    pub fn draft_after(&self, spec: &mut Speculator, next: u32, budget: usize) -> Vec<u32> {
+        let room = self.remaining().saturating_sub(1).min(budget);
+        let draft = spec.draft(&self.tokens, next, room);
+        if !draft.is_empty() {
+            spec.stats.steps += 1;
+            spec.stats.drafted += draft.len();
+        }
+        draft
+    }
+
+    /// Draft verification, after a pass that fed a token and then `draft` (the session's last
+    /// tokens), with `rows` the logits after each of them. `sample(row, history)` takes each
+    /// row in turn (`history`: the tokens before it) and returns the token it chose, or
+    /// `Break` to stop there. Drafted tokens are kept while they equal what was chosen; the
+    /// session forgets the rest, so it then holds exactly the accepted tokens.
+    pub fn verify<B>(
+        &mut self,
+        rows: &[f32],
+        draft: &[u32],
+        mut sample: impl FnMut(&[f32], &[u32]) -> ControlFlow<B, u32>,
+    ) -> Verified<B> {
+        let n_vocab = self.model.config.n_vocab;
+        debug_assert_eq!(rows.len(), (draft.len() + 1) * n_vocab);
+        let base = self.tokens.len() - draft.len();
+        let row = |i: usize| &rows[i * n_vocab..(i + 1) * n_vocab];
+        for (i, &d) in draft.iter().enumerate() {
+            let next = sample(row(i), &self.tokens[..base + i]);
+            if !matches!(next, ControlFlow::Continue(id) if id == d) {
+                self.truncate(base + i);
+                return Verified { accepted: i, next };
+            }
+        }
+        let n = draft.len();
+        Verified {
+            accepted: n,
+            next: sample(row(n), &self.tokens[..base + n]),
+        }
+    }
+
+    /// Adds `tokens` after the session's own to `batch` as sequence `seq`, for a forward pass
+    /// the caller runs over several sessions' caches; `logits(k)` says whether the `k`th asks
+    /// for its output row.
+    pub fn stage(
+        &mut self,
+        tokens: &[u32],
+        seq: usize,
+        batch: &mut Batch,
+        logits: impl Fn(usize) -> bool,
+    ) {
+        for (k, &t) in tokens.iter().enumerate() {
+            batch.tokens.push(t);
+            batch.pos.push(self.tokens.len());
+            batch.seq.push(seq);
+            batch.logits.push(logits(k));
+            self.tokens.push(t);
+        }
+    }
+}
+
+/// What [`Session::verify`] made of one pass's output rows.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Verified<B> {
+    /// Drafted tokens equal to what was chosen (they stay in the session).
+    pub accepted: usize,
+    /// `Continue(id)`: the token chosen after them, to feed next; `Break`: the caller stopped.
+    pub next: ControlFlow<B, u32>,
 }

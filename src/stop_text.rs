@@ -1,6 +1,6 @@
 //! Stop sequences in generated text that arrives piece by piece: where the first one occurs,
-//! how much of the text's end could still grow into one, and a watcher for the CLI's reverse
-//! prompts built on the two.
+//! how much of the text's end could still grow into one, and [`StopText`], the one filter built
+//! on the two that both the server's stop strings and the CLI's reverse prompts use.
 
 /// The earliest stop sequence in `text`: its byte offset and the sequence.
 pub fn find_stop(text: &str, stops: &[String]) -> Option<(usize, String)> {
@@ -23,33 +23,73 @@ pub fn partial_stop(text: &str, stops: &[String]) -> usize {
     hold
 }
 
-/// Watches text for any of its stop sequences, keeping only the end that one could still span.
+/// Text arriving piece by piece, checked for stop sequences: the text that can no longer be
+/// part of one is released, the end that could still grow into one is held back, and the text
+/// before the first stop sequence is the last released. The server streams what it releases;
+/// the CLI's reverse prompts only ask whether a stop appeared ([`StopText::push`]`.stopped`).
 #[derive(Clone, Debug, Default)]
-pub struct StopWatch {
+pub struct StopText {
     stops: Vec<String>,
-    tail: String,
+    /// Text held back: it may be the start of a stop sequence.
+    held: String,
 }
 
-impl StopWatch {
-    pub fn new(stops: Vec<String>) -> StopWatch {
-        StopWatch {
+/// What one more piece of text released.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Released {
+    /// Text that can be passed on (may be empty).
+    pub text: String,
+    /// Nothing is held back after `text`.
+    pub whole: bool,
+    /// The stop sequence that appeared; `text` ends just before it.
+    pub stopped: Option<String>,
+}
+
+impl StopText {
+    pub fn new(stops: Vec<String>) -> StopText {
+        StopText {
             stops,
-            tail: String::new(),
+            held: String::new(),
         }
     }
 
-    /// Adds `text`; true once a stop sequence has appeared (anywhere in it, or across pieces).
-    pub fn push(&mut self, text: &str) -> bool {
+    /// Adds `piece`: the text now released, and the stop sequence if one appeared (anywhere
+    /// in the piece, or across pieces).
+    pub fn push(&mut self, piece: &str) -> Released {
         if self.stops.is_empty() {
-            return false;
+            return Released {
+                text: piece.to_string(),
+                whole: true,
+                stopped: None,
+            };
         }
-        self.tail.push_str(text);
-        if find_stop(&self.tail, &self.stops).is_some() {
-            return true;
+        self.held.push_str(piece);
+        if let Some((at, word)) = find_stop(&self.held, &self.stops) {
+            let text = self.held[..at].to_string();
+            self.held.clear();
+            return Released {
+                text,
+                whole: true,
+                stopped: Some(word),
+            };
         }
-        let keep = partial_stop(&self.tail, &self.stops);
-        self.tail.drain(..self.tail.len() - keep);
-        false
+        let hold = partial_stop(&self.held, &self.stops);
+        let send = self.held.len() - hold;
+        Released {
+            text: self.held.drain(..send).collect(),
+            whole: hold == 0,
+            stopped: None,
+        }
+    }
+
+    /// At the end of the text: everything held back, with `rest` (the decoder's last bytes)
+    /// added and anything from a stop sequence on cut.
+    pub fn finish(&mut self, rest: &str) -> String {
+        self.held.push_str(rest);
+        if let Some((at, _)) = find_stop(&self.held, &self.stops) {
+            self.held.truncate(at);
+        }
+        std::mem::take(&mut self.held)
     }
 }
 
@@ -68,16 +108,38 @@ mod tests {
     }
 
     #[test]
-    fn watch_spots_stops_across_and_inside_pieces() {
-        let mut w = StopWatch::new(vec!["User:".to_string()]);
-        assert!(!w.push("Hello. Us"));
-        assert!(w.push("er: hi"));
-        let mut w = StopWatch::new(vec!["7,".to_string()]);
-        assert!(!w.push(" 6,"));
+    fn stops_are_spotted_across_and_inside_pieces() {
+        let mut w = StopText::new(vec!["User:".to_string()]);
+        assert_eq!(w.push("Hello. Us").stopped, None);
+        assert_eq!(w.push("er: hi").stopped.as_deref(), Some("User:"));
+        let mut w = StopText::new(vec!["7,".to_string()]);
+        assert_eq!(w.push(" 6,").stopped, None);
         assert!(
-            w.push(" 7, 8"),
+            w.push(" 7, 8").stopped.is_some(),
             "a stop followed by more text in the same piece"
         );
-        assert!(!StopWatch::new(Vec::new()).push("anything"));
+        assert_eq!(StopText::new(Vec::new()).push("anything").stopped, None);
+    }
+
+    #[test]
+    fn text_that_may_start_a_stop_is_held_back() {
+        let mut w = StopText::new(vec!["END".to_string()]);
+        let r = w.push("abcEN");
+        assert_eq!((r.text.as_str(), r.whole), ("abc", false));
+        let r = w.push("x");
+        assert_eq!((r.text.as_str(), r.whole), ("ENx", true));
+        let r = w.push("yyEND tail");
+        assert_eq!(r.text, "yy");
+        assert_eq!(r.stopped.as_deref(), Some("END"));
+        let mut w = StopText::new(vec!["END".to_string()]);
+        assert_eq!(w.push("aE").text, "a");
+        assert_eq!(
+            w.finish("ND!"),
+            "",
+            "a stop completed by the last bytes is cut"
+        );
+        let mut w = StopText::new(vec!["END".to_string()]);
+        w.push("aE");
+        assert_eq!(w.finish("x"), "Ex");
     }
 }

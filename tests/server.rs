@@ -318,7 +318,8 @@ fn bad_input_is_a_4xx_json_error_and_the_server_keeps_serving() {
         ("stream", json!("yes")),
         ("stop", json!([1])),
         ("seed", json!("x")),
-        ("n", json!(2)),
+        ("n", json!(0)),
+        ("n", json!(1000)),
     ] {
         let r = post(p, chat, &json!({"messages": ok_messages, field: value}));
         assert_error(&r, 400, field);

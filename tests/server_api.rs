@@ -302,3 +302,62 @@ fn props_read_and_write() {
     assert_eq!(r.json()["success"], true);
     assert_eq!(post(srv.port, "/props", &json!([1])).status, 400);
 }
+
+#[test]
+fn slots_show_params_and_next_token_and_fail_on_no_slot_answers_503_when_all_are_busy() {
+    let Some(srv) = start(&["-np", "1", "-c", "2048"]) else {
+        return;
+    };
+    let p = srv.port;
+    let idle = get(p, "/slots").json();
+    let s = &idle[0];
+    assert_eq!(s["id"], 0);
+    assert_eq!(s["n_ctx"], 2048);
+    assert_eq!(s["is_processing"], false);
+    assert_eq!(s["speculative"], false);
+    assert!(s["params"]["temperature"].is_number(), "{s}");
+    assert_eq!(s["next_token"]["has_next_token"], false);
+    assert_eq!(get(p, "/slots?fail_on_no_slot=1").status, 200);
+
+    let busy = std::thread::spawn(move || {
+        post(
+            p,
+            "/completion",
+            &json!({"prompt": "Once upon a time", "n_predict": 400, "ignore_eos": true,
+                    "temperature": 0.5, "seed": 9}),
+        )
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let seen = loop {
+        let v = get(p, "/slots").json();
+        if v[0]["next_token"]["n_decoded"].as_u64().unwrap_or(0) > 0 {
+            break v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slot never got busy"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let s = &seen[0];
+    assert_eq!(s["is_processing"], true);
+    assert_eq!(s["params"]["n_predict"], 400);
+    assert_eq!(s["params"]["seed"], 9);
+    assert_eq!(s["next_token"]["has_next_token"], true);
+    let n_decoded = s["next_token"]["n_decoded"].as_i64().unwrap();
+    assert_eq!(
+        s["next_token"]["n_remain"].as_i64().unwrap(),
+        400 - n_decoded
+    );
+    let r = get(p, "/slots?fail_on_no_slot=1");
+    assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["error"]["type"], "unavailable_error");
+    assert_eq!(busy.join().unwrap().status, 200);
+    let after = get(p, "/slots").json();
+    assert_eq!(after[0]["is_processing"], false);
+    assert_eq!(
+        after[0]["params"]["n_predict"], 400,
+        "the last request's settings stay"
+    );
+    assert_eq!(get(p, "/slots?fail_on_no_slot=1").status, 200);
+}

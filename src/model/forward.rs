@@ -15,6 +15,7 @@ use crate::ops::rope::Rope;
 use crate::ops::softcap::softcap_all;
 use crate::ops::{matmul, QMat};
 use crate::pool;
+use std::borrow::BorrowMut;
 
 /// How much of the model a forward pass runs: all of it, or a cheaper approximation of it for
 /// self-speculative drafting.
@@ -81,17 +82,23 @@ impl Model {
     ///
     /// Panics if a token id is out of the vocabulary or a position is beyond its cache: callers
     /// validate input first.
-    pub fn forward(&self, batch: &Batch, caches: &mut [KvCache]) -> Vec<f32> {
+    /// `caches` holds the caches themselves or mutable references to them (the server's slots
+    /// each own theirs).
+    pub fn forward<C: BorrowMut<KvCache> + Sync>(
+        &self,
+        batch: &Batch,
+        caches: &mut [C],
+    ) -> Vec<f32> {
         self.forward_layers(batch, caches, self.config.n_layer)
     }
 
     /// [`Model::forward`] through the first `n_layers` blocks only, then the output norm and
     /// head: the early-exit draft of self-speculative decoding. The caches need only that many
     /// layers.
-    pub fn forward_layers(
+    pub fn forward_layers<C: BorrowMut<KvCache> + Sync>(
         &self,
         batch: &Batch,
-        caches: &mut [KvCache],
+        caches: &mut [C],
         n_layers: usize,
     ) -> Vec<f32> {
         let plan = ForwardPlan {
@@ -102,10 +109,10 @@ impl Model {
     }
 
     /// [`Model::forward`] as `plan` says: fewer blocks, or fewer routed experts (drafts).
-    pub fn forward_plan(
+    pub fn forward_plan<C: BorrowMut<KvCache> + Sync>(
         &self,
         batch: &Batch,
-        caches: &mut [KvCache],
+        caches: &mut [C],
         plan: ForwardPlan,
     ) -> Vec<f32> {
         let h = self.final_hidden(batch, caches, plan);
@@ -116,13 +123,22 @@ impl Model {
     /// entry that asked for output, in batch order: what llama.cpp returns as a decoder model's
     /// token embeddings (its `result_norm`), before the output head. Caches fill as in
     /// [`Model::forward`].
-    pub fn hidden_states(&self, batch: &Batch, caches: &mut [KvCache]) -> Vec<f32> {
+    pub fn hidden_states<C: BorrowMut<KvCache> + Sync>(
+        &self,
+        batch: &Batch,
+        caches: &mut [C],
+    ) -> Vec<f32> {
         self.final_hidden(batch, caches, ForwardPlan::full(&self.config))
     }
 
     /// The batch through the blocks (and experts) `plan` names, then the output norm of the
     /// rows that asked for output.
-    fn final_hidden(&self, batch: &Batch, caches: &mut [KvCache], plan: ForwardPlan) -> Vec<f32> {
+    fn final_hidden<C: BorrowMut<KvCache> + Sync>(
+        &self,
+        batch: &Batch,
+        caches: &mut [C],
+        plan: ForwardPlan,
+    ) -> Vec<f32> {
         let cfg = &self.config;
         let file = &*self.file;
         let n = batch.len();
@@ -166,12 +182,12 @@ impl Model {
         logits
     }
 
-    fn attention_block(
+    fn attention_block<C: BorrowMut<KvCache> + Sync>(
         &self,
         il: usize,
         layer: &Layer,
         batch: &Batch,
-        caches: &mut [KvCache],
+        caches: &mut [C],
         x: &mut [f32],
         s: &mut Scratch,
     ) {
@@ -192,7 +208,8 @@ impl Model {
         let mut ropes: Vec<Option<Rope>> = vec![None; caches.len()];
         for t in 0..n {
             let seq = batch.seq[t];
-            let rope = ropes[seq].get_or_insert_with(|| self.layer_rope(il, caches[seq].n_ctx()));
+            let rope =
+                ropes[seq].get_or_insert_with(|| self.layer_rope(il, caches[seq].borrow().n_ctx()));
             let cs = rope.cos_sin(batch.pos[t]);
             let q = &mut s.q[t * q_dim..(t + 1) * q_dim];
             rope.apply_with(q, hd, &cs);
@@ -200,7 +217,7 @@ impl Model {
                 q.iter_mut().for_each(|v| *v *= cfg.attn_scale);
             }
             rope.apply_with(&mut s.k[t * kv_dim..(t + 1) * kv_dim], hd, &cs);
-            let cache = &mut caches[batch.seq[t]];
+            let cache = caches[batch.seq[t]].borrow_mut();
             cache.store(
                 il,
                 batch.pos[t],
@@ -217,7 +234,7 @@ impl Model {
             scale: if cfg.scale_query { 1.0 } else { cfg.attn_scale },
             softcap: cfg.attn_softcap.unwrap_or(0.0),
         };
-        let caches: &[KvCache] = caches;
+        let caches: &[C] = caches;
         // The path is chosen per run of consecutive tokens of one sequence, never from the
         // size of the whole batch: a sequence's results must not depend on which other
         // sequences share its forward pass (server slots, speculative verification).
@@ -236,7 +253,7 @@ impl Model {
                 pos: &batch.pos[t..end],
                 window,
             };
-            let cache = &caches[seq];
+            let cache = caches[seq].borrow();
             tiled::attend(
                 &shape,
                 &queries,
@@ -255,7 +272,7 @@ impl Model {
                 let (t, head) = (short[c / cfg.n_head], c % cfg.n_head);
                 let pos = batch.pos[t];
                 let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
-                let cache = &caches[batch.seq[t]];
+                let cache = caches[batch.seq[t]].borrow();
                 let qh = &q[t * q_dim + head * hd..][..hd];
                 attend_one_head(
                     &shape,

@@ -13,6 +13,7 @@
 
 mod admission;
 mod base64;
+mod choices;
 mod cors;
 mod embeddings;
 mod error;
@@ -250,34 +251,6 @@ pub fn serve_from_cli(cli: &Cli, loaded: Loaded, model_name: &str, n_ctx: usize)
     serve(loaded, config, template, draft)
 }
 
-/// Each slot's speculator, or none when no speculation was asked for. The models live as long
-/// as the process (the server never returns), so the per-slot draft sessions borrow them for
-/// `'static`.
-fn slot_speculators(
-    config: &ServerConfig,
-    target: &Arc<Loaded>,
-    draft: Option<Loaded>,
-) -> Result<Vec<crate::speculative::Speculator<'static>>> {
-    use crate::speculative::setup;
-    if setup::spec_types(&config.spec)?.is_empty() {
-        return Ok(Vec::new());
-    }
-    let target: &'static Loaded = Box::leak(Box::new(target.clone()));
-    let draft: Option<&'static Loaded> = draft.map(|d| &*Box::leak(Box::new(d)));
-    (0..config.n_slots)
-        .map(|_| {
-            let spec = setup::build(
-                &config.spec,
-                target,
-                draft,
-                config.n_ctx_slot,
-                config.n_batch,
-            )?;
-            Ok(spec.expect("speculation was asked for"))
-        })
-        .collect()
-}
-
 /// Binds `host:port`, or the next free port up to `port + 10` when it is taken.
 pub fn bind(host: &str, port: u16) -> Result<TcpListener> {
     let tries = if port == 0 { 1 } else { 11 };
@@ -326,10 +299,11 @@ pub fn serve(
             .iter()
             .all(|l| l.local_addr().is_ok_and(|a| a.ip().is_loopback()));
     let loaded = Arc::new(loaded);
-    let speculators = slot_speculators(&config, &loaded, draft)?;
     let metrics = Arc::new(Metrics::default());
     let scheduler = Scheduler::start(
         loaded.clone(),
+        draft.map(Arc::new),
+        &config.spec,
         SchedulerOptions {
             n_slots: config.n_slots,
             n_ctx_slot: config.n_ctx_slot,
@@ -338,8 +312,7 @@ pub fn serve(
             n_keep: config.n_keep,
         },
         metrics.clone(),
-        speculators,
-    );
+    )?;
     let state = Arc::new(State {
         loaded,
         template,

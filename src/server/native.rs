@@ -281,15 +281,7 @@ pub fn props(state: &State) -> Response {
         id.map(|id| String::from_utf8_lossy(tok.token_to_piece(id, true)).into_owned())
             .unwrap_or_default()
     };
-    let defaults = GenParams {
-        sampling: state.config.sampling.clone(),
-        n_predict: state.config.n_predict,
-        stop: Vec::new(),
-        cache_prompt: state.config.cache_prompt,
-        ignore_eos: false,
-        n_probs: None,
-        n_keep: Some(state.config.n_keep),
-    };
+    let defaults = default_params(state);
     let n_ctx = state.scheduler.options.n_ctx_slot;
     Response::json(
         200,
@@ -326,8 +318,39 @@ pub fn set_props(state: &State, body: &[u8]) -> Result<Response, ApiError> {
     Ok(Response::json(200, &json!({ "success": true })))
 }
 
-/// `GET /slots`.
-pub fn slots(state: &State) -> Response {
-    let v = serde_json::to_value(state.scheduler.slots()).unwrap_or_default();
-    Response::json(200, &v)
+/// The generation settings of a request that sets none.
+fn default_params(state: &State) -> GenParams {
+    GenParams {
+        sampling: state.config.sampling.clone(),
+        n_predict: state.config.n_predict,
+        stop: Vec::new(),
+        cache_prompt: state.config.cache_prompt,
+        ignore_eos: false,
+        n_probs: None,
+        n_keep: Some(state.config.n_keep),
+    }
+}
+
+/// `GET /slots`: each slot with its request's settings (`params`: those of its last request,
+/// the defaults before the first) and `next_token`; with `?fail_on_no_slot=1`, 503 when no
+/// slot is idle.
+pub fn slots(state: &State, query: &str) -> Result<Response, ApiError> {
+    let slots = state.scheduler.slots();
+    let fail_on_no_slot = query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .any(|(k, v)| k == "fail_on_no_slot" && v != "0" && v != "false");
+    if fail_on_no_slot && slots.iter().all(|s| s.is_processing) {
+        return Err(ApiError::unavailable("no slot available"));
+    }
+    let defaults = default_params(state);
+    let list: Vec<Value> = slots
+        .iter()
+        .map(|s| {
+            let mut v = serde_json::to_value(s).unwrap_or_default();
+            v["params"] = settings(s.params.as_ref().unwrap_or(&defaults), s.n_ctx);
+            v
+        })
+        .collect();
+    Ok(Response::json(200, &Value::Array(list)))
 }

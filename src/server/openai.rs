@@ -2,6 +2,7 @@
 //! OpenAI's request fields and response shapes (`chat.completion`, `chat.completion.chunk`,
 //! `text_completion`), so that OpenAI client libraries work unchanged.
 
+use super::choices::{self, MAX_CHOICES};
 use super::error::ApiError;
 use super::generation::{self, check_prompt, sampling_params, timings, usage, Shape};
 use super::json::{kind, parse_body, Obj};
@@ -101,16 +102,34 @@ fn refuse_unsupported(o: &Obj) -> Result<(), ApiError> {
             "tool calls are not supported by this server yet",
         ));
     }
-    if let Some(n) = o.int_in("n", i64::MIN..=i64::MAX)? {
-        if n != 1 {
-            return Err(ApiError::field(
-                "n",
-                format!("{n} choices requested; only n=1 is supported"),
-            ));
-        }
-    }
     o.str("model")?;
     Ok(())
+}
+
+/// How many choices the request asks for (`n`, llama.cpp's `n_cmpl`).
+fn n_choices(o: &Obj) -> Result<usize, ApiError> {
+    let n = match o.int_in("n", 1..=MAX_CHOICES)? {
+        Some(n) => Some(n),
+        None => o.int_in("n_cmpl", 1..=MAX_CHOICES)?,
+    };
+    Ok(n.unwrap_or(1) as usize)
+}
+
+/// Runs the request once, or `n` times as separate choices.
+fn run_choices<S: Shape + Clone>(
+    state: &State,
+    rsp: &mut Responder,
+    prompt: Vec<u32>,
+    params: GenParams,
+    stream: bool,
+    n: usize,
+    mut shape: S,
+) -> Result<(), ApiError> {
+    if n == 1 {
+        generation::run(state, rsp, prompt, params, stream, &mut shape)
+    } else {
+        choices::run(state, rsp, prompt, params, stream, vec![shape; n])
+    }
 }
 
 /// The generation settings of an OpenAI request; `default_max` when neither `max_tokens` nor
@@ -176,6 +195,7 @@ pub fn chat_completions(state: &State, body: &[u8], rsp: &mut Responder) -> Resu
     let v = parse_body(body)?;
     let o = Obj::root(&v);
     refuse_unsupported(&o)?;
+    let n = n_choices(&o)?;
     let messages = parse_messages(&o)?;
     let stream = o.bool("stream")?.unwrap_or(false);
     let params = gen_params(state, &o, -1, chat_logprobs(&o)?)?;
@@ -186,15 +206,16 @@ pub fn chat_completions(state: &State, body: &[u8], rsp: &mut Responder) -> Resu
         .map_err(|e| ApiError::field("messages", e))?;
     let prompt = state.loaded.tokenizer.encode(&text, true, true);
     check_prompt(state, &prompt, "messages")?;
-    let mut shape = ChatShape {
+    let shape = ChatShape {
         id: new_id("chatcmpl"),
         created: now(),
         model: state.config.model_name.clone(),
         usage_in_stream,
     };
-    generation::run(state, rsp, prompt, params, stream, &mut shape)
+    run_choices(state, rsp, prompt, params, stream, n, shape)
 }
 
+#[derive(Clone)]
 struct ChatShape {
     id: String,
     created: u64,
@@ -274,6 +295,7 @@ pub fn completions(state: &State, body: &[u8], rsp: &mut Responder) -> Result<()
     let v = parse_body(body)?;
     let o = Obj::root(&v);
     refuse_unsupported(&o)?;
+    let n = n_choices(&o)?;
     if o.bool("echo")? == Some(true) {
         return Err(ApiError::field(
             "echo",
@@ -306,16 +328,17 @@ pub fn completions(state: &State, body: &[u8], rsp: &mut Responder) -> Result<()
     let params = gen_params(state, &o, 16, completion_logprobs(&o)?)?;
     let usage_in_stream = include_usage(&o)?;
     check_prompt(state, &prompt, "prompt")?;
-    let mut shape = CompletionShape {
+    let shape = CompletionShape {
         id: new_id("cmpl"),
         created: now(),
         model: state.config.model_name.clone(),
         usage_in_stream,
         offset: 0,
     };
-    generation::run(state, rsp, prompt, params, stream, &mut shape)
+    run_choices(state, rsp, prompt, params, stream, n, shape)
 }
 
+#[derive(Clone)]
 struct CompletionShape {
     id: String,
     created: u64,

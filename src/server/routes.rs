@@ -74,7 +74,7 @@ fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiErr
             "not_supported_error",
             "this server does not serve /slots (started with --no-slots)",
         )),
-        "/slots" if get => send(rsp, native::slots(state)),
+        "/slots" if get => send(rsp, native::slots(state, &req.query)?),
         "/metrics" if get => send(
             rsp,
             Response::text(

@@ -1,7 +1,10 @@
-//! The scheduler: one thread that owns every slot's KV cache and runs the model. Each step it
-//! takes new requests into free slots, then builds ONE batch holding the next token of every
-//! decoding slot plus prompt chunks of the slots still reading their prompts, runs one forward
-//! pass, and samples for each slot (continuous batching). Handlers talk to it through channels:
+//! The scheduler: one thread that owns every slot (each with its own [`Session`]) and runs the
+//! model. Each step it takes new requests into free slots, then builds ONE batch holding the
+//! next token (and draft) of every decoding slot plus prompt chunks of the slots still reading
+//! their prompts, runs one forward pass over the slots' caches, and samples for each slot
+//! (continuous batching), verifying drafts with [`Session::verify`] as the CLI does.
+//! The thread holds the models through an `Arc` and builds the slots' sessions, which borrow
+//! them, itself. Handlers talk to it through channels:
 //! a request goes in as a [`Job`], text comes back as [`Event`]s; a request whose handler has
 //! gone (the client disconnected) is cancelled at the next step and its slot freed. The
 //! scheduler never waits on a handler: each job's events go through a bounded channel, and a
@@ -9,15 +12,18 @@
 
 use super::error::ApiError;
 use super::metrics::Metrics;
-use super::slots::{pick_slot, Event, Finish, GenParams, Job, Slot, Summary, TextStep};
+use super::slots::{pick_slot, Active, Event, Finish, GenParams, Job, Slot, Summary, TextStep};
 use crate::app::Loaded;
-use crate::generate::{keep_tokens, shift_context};
+use crate::cli::SpecArgs;
+use crate::generate::{keep_tokens, Session};
 use crate::kv_cache::KvCache;
 use crate::model::Batch;
 use crate::sampling::{logprobs, TokenVocab};
-use crate::speculative::Speculator;
+use crate::speculative::setup::{self, SpecError};
+use crate::tokenizer::Tokenizer;
 use serde::Serialize;
 use std::collections::VecDeque;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
@@ -51,6 +57,24 @@ pub struct SlotStatus {
     pub n_prompt_tokens: usize,
     pub n_cached_tokens: usize,
     pub n_decoded: usize,
+    /// The slot drafts tokens (speculative decoding).
+    pub speculative: bool,
+    /// The settings of the slot's request, or of its last one (`None`: it has had none).
+    #[serde(skip)]
+    pub params: Option<GenParams>,
+    pub next_token: NextToken,
+}
+
+/// llama-server's `next_token` of a slot.
+#[derive(Clone, Debug, Serialize)]
+pub struct NextToken {
+    /// The slot is generating.
+    pub has_next_token: bool,
+    /// The request's text so far has a line break.
+    pub has_new_line: bool,
+    /// Tokens the request may still generate (-1: no limit).
+    pub n_remain: i64,
+    pub n_decoded: usize,
 }
 
 /// The handlers' side of the scheduler.
@@ -74,40 +98,67 @@ impl Drop for JobHandle {
 }
 
 impl Scheduler {
-    /// Starts the scheduler thread for `loaded`.
-    /// `speculators` holds each slot's draft sources (empty: no speculation).
+    /// Starts the scheduler thread for `loaded`; `spec` (validated flags) says how each slot
+    /// drafts, with `draft` the draft model when one was given.
     pub fn start(
         loaded: Arc<Loaded>,
+        draft: Option<Arc<Loaded>>,
+        spec: &SpecArgs,
         options: SchedulerOptions,
         metrics: Arc<Metrics>,
-        speculators: Vec<Speculator<'static>>,
-    ) -> Scheduler {
+    ) -> Result<Scheduler, SpecError> {
         let (tx, rx) = mpsc::channel();
         let status = Arc::new(Mutex::new(Vec::new()));
-        let worker = Worker {
-            caches: (0..options.n_slots)
-                .map(|_| loaded.model.new_cache(options.n_ctx_slot))
-                .collect(),
-            slots: (0..options.n_slots).map(Slot::new).collect(),
-            speculators,
-            queue: VecDeque::new(),
-            vocab: Arc::new(TokenVocab::new(&loaded.tokenizer)),
-            loaded,
-            options,
-            metrics,
-            status: status.clone(),
-        };
-        worker.publish();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let spec = spec.clone();
+        let shared = status.clone();
         std::thread::Builder::new()
             .name("scheduler".into())
-            .spawn(move || worker.run(rx))
+            .spawn(move || {
+                let slots = (0..options.n_slots)
+                    .map(|id| {
+                        let session =
+                            Session::new(&loaded.model, options.n_ctx_slot, options.n_batch);
+                        let drafter = setup::build(
+                            &spec,
+                            &loaded,
+                            draft.as_deref(),
+                            options.n_ctx_slot,
+                            options.n_batch,
+                        )?;
+                        Ok(Slot::new(id, session, drafter))
+                    })
+                    .collect::<Result<Vec<_>, SpecError>>();
+                let slots = match slots {
+                    Ok(slots) => slots,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let worker = Worker {
+                    loaded: &loaded,
+                    slots,
+                    queue: VecDeque::new(),
+                    vocab: Arc::new(TokenVocab::new(&loaded.tokenizer)),
+                    options,
+                    metrics,
+                    status: shared,
+                };
+                worker.publish();
+                let _ = ready_tx.send(Ok(()));
+                worker.run(rx)
+            })
             .expect("cannot start the scheduler thread");
-        Scheduler {
+        ready_rx
+            .recv()
+            .expect("the scheduler thread reports whether it started")?;
+        Ok(Scheduler {
             jobs: Mutex::new(tx),
             status,
             next_id: AtomicU64::new(0),
             options,
-        }
+        })
     }
 
     /// Queues a request. The prompt must be non-empty and shorter than a slot's context.
@@ -136,13 +187,10 @@ impl Scheduler {
     }
 }
 
-struct Worker {
-    loaded: Arc<Loaded>,
+struct Worker<'m> {
+    loaded: &'m Loaded,
     options: SchedulerOptions,
-    caches: Vec<KvCache>,
-    slots: Vec<Slot>,
-    /// Per slot, when speculating: its draft sources (a draft model keeps a cache per slot).
-    speculators: Vec<Speculator<'static>>,
+    slots: Vec<Slot<'m>>,
     queue: VecDeque<Job>,
     /// Token bytes for grammars and DRY, shared by every slot's sampler.
     vocab: Arc<TokenVocab>,
@@ -150,7 +198,14 @@ struct Worker {
     status: Arc<Mutex<Vec<SlotStatus>>>,
 }
 
-impl Worker {
+/// How a request leaves its slot.
+enum End {
+    Finish(Finish),
+    /// Its handler fell [`EVENT_BUFFER`] events behind (its client stopped reading).
+    Dropped,
+}
+
+impl Worker<'_> {
     fn run(mut self, rx: mpsc::Receiver<Job>) {
         loop {
             let busy = self.slots.iter().any(|s| s.active.is_some());
@@ -189,12 +244,19 @@ impl Worker {
     /// Moves queued requests into free slots, oldest first.
     fn assign(&mut self) {
         while let Some(job) = self.queue.front() {
-            let Some(i) = pick_slot(&self.slots, &job.prompt, job.params.cache_prompt) else {
+            let idle = self.slots.iter().filter_map(Slot::candidate);
+            let Some(i) = pick_slot(idle, &job.prompt, job.params.cache_prompt) else {
                 break;
             };
             let job = self.queue.pop_front().expect("front exists");
-            let keep = self.slots[i].start(job, &self.vocab);
-            self.caches[i].truncate(keep);
+            let keep_on_shift = self.options.context_shift.then(|| {
+                keep_tokens(
+                    job.params.n_keep.unwrap_or(self.options.n_keep),
+                    &job.prompt,
+                    self.loaded.tokenizer.bos(),
+                )
+            });
+            self.slots[i].start(job, &self.vocab, keep_on_shift);
         }
         let processing = self.slots.iter().filter(|s| s.active.is_some()).count();
         self.metrics.requests_processing.set(processing as u64);
@@ -214,30 +276,19 @@ impl Worker {
             };
             if let Some(id) = a.next_token.take() {
                 let mut feed = vec![id];
-                if let Some(spec) = self.speculators.get_mut(slot.id) {
-                    // Room for the token, the draft and one spare position; no more drafted
-                    // tokens than the request may still produce.
-                    let ctx_room = self
-                        .options
-                        .n_ctx_slot
-                        .saturating_sub(slot.tokens.len() + 2);
+                if let Some(spec) = slot.spec.as_mut() {
+                    // No more drafted tokens than the request may still produce after `id`.
                     let n_predict = a.job.params.n_predict;
                     let budget = if n_predict < 0 {
                         usize::MAX
                     } else {
                         (n_predict as usize).saturating_sub(a.n_decoded + 1)
                     };
-                    drafts[slot.id] = spec.draft(&slot.tokens, id, ctx_room.min(budget));
+                    drafts[slot.id] = slot.session.draft_after(spec, id, budget);
                     feed.extend_from_slice(&drafts[slot.id]);
                 }
-                for t in feed {
-                    batch.tokens.push(t);
-                    batch.pos.push(slot.tokens.len());
-                    batch.seq.push(slot.id);
-                    batch.logits.push(true);
-                    slot.tokens.push(t);
-                    rows.push(slot.id);
-                }
+                slot.session.stage(&feed, slot.id, &mut batch, |_| true);
+                rows.extend(std::iter::repeat_n(slot.id, feed.len()));
             }
         }
         let n_decode = batch.len();
@@ -252,17 +303,13 @@ impl Worker {
                 continue;
             }
             let take = left.min(budget);
-            for k in 0..take {
-                let id = a.job.prompt[a.prompt_done + k];
-                batch.tokens.push(id);
-                batch.pos.push(slot.tokens.len());
-                batch.seq.push(slot.id);
-                let last = a.prompt_done + k + 1 == a.job.prompt.len();
-                batch.logits.push(last);
-                slot.tokens.push(id);
-                if last {
-                    rows.push(slot.id);
-                }
+            let chunk = &a.job.prompt[a.prompt_done..a.prompt_done + take];
+            // Logits for the prompt's last token only.
+            let ends = a.prompt_done + take == a.job.prompt.len();
+            slot.session
+                .stage(chunk, slot.id, &mut batch, |k| ends && k + 1 == take);
+            if ends {
+                rows.push(slot.id);
             }
             a.prompt_done += take;
             budget -= take;
@@ -272,11 +319,21 @@ impl Worker {
             return;
         }
         let t0 = Instant::now();
-        let logits = self.loaded.model.forward(&batch, &mut self.caches);
+        let mut caches: Vec<&mut KvCache> = self
+            .slots
+            .iter_mut()
+            .map(|s| &mut s.session.cache)
+            .collect();
+        let logits = self.loaded.model.forward(&batch, &mut caches);
         let elapsed = t0.elapsed().as_secs_f64();
         self.metrics.record_step(n_prompt_tokens, n_decode, elapsed);
         let busy = self.slots.iter().filter(|s| s.active.is_some()).count();
-        let longest = self.slots.iter().map(|s| s.tokens.len()).max().unwrap_or(0);
+        let longest = self
+            .slots
+            .iter()
+            .map(|s| s.session.tokens.len())
+            .max()
+            .unwrap_or(0);
         self.metrics.record_slots(busy, longest);
 
         let n_vocab = self.loaded.model.config.n_vocab;
@@ -292,113 +349,51 @@ impl Worker {
     }
 
     /// Samples slot `i` at each of its output rows in turn (`logits`, `n_vocab` each), keeping
-    /// drafted tokens while they equal what was sampled; the cache forgets the rest.
+    /// drafted tokens while they equal what was sampled, and ends its request when one of the
+    /// tokens finishes it or the context is full.
     fn verify(&mut self, i: usize, logits: &[f32], draft: &[u32]) {
-        let n_vocab = self.loaded.model.config.n_vocab;
-        if draft.is_empty() {
-            return self.sample_and_emit(i, &logits[..n_vocab]);
-        }
-        // Sampling sees only the tokens before each row, and the cache agrees with them.
-        if let Some(a) = self.slots[i].active.as_mut() {
-            a.draft_n += draft.len();
-        }
-        self.metrics.drafts.add(1);
-        self.metrics.draft_tokens.add(draft.len() as u64);
-        let base = self.slots[i].tokens.len() - draft.len();
-        self.slots[i].tokens.truncate(base);
-        self.caches[i].truncate(base);
-        for (j, row) in logits.chunks_exact(n_vocab).enumerate() {
-            self.sample_and_emit(i, row);
-            let slot = &mut self.slots[i];
-            let Some(a) = slot.active.as_mut() else {
-                return;
-            };
-            match draft.get(j) {
-                Some(&d) if a.next_token == Some(d) => {
-                    // Already in the cache at the next position.
-                    a.next_token = None;
-                    a.draft_n_accepted += 1;
-                    self.metrics.draft_accepted.add(1);
-                    slot.tokens.push(d);
-                    self.caches[i].mark_filled(slot.tokens.len() - 1);
-                }
-                _ => return,
-            }
-        }
-    }
-
-    /// Samples slot `i`'s next token from `logits` and tells its handler.
-    fn sample_and_emit(&mut self, i: usize, logits: &[f32]) {
         let tok = &self.loaded.tokenizer;
-        let n_ctx = self.options.n_ctx_slot;
+        let metrics = &*self.metrics;
         let slot = &mut self.slots[i];
         let Some(a) = slot.active.as_mut() else {
             return;
         };
-        let id = a.sampler.sample(logits, &slot.tokens);
-        let now = Instant::now();
-        a.first_token.get_or_insert(now);
-        a.n_decoded += 1;
-        self.metrics.tokens_predicted.add(1);
-        let mut finish = None;
-        let mut alive = true;
-        if tok.is_eog(id) && !a.job.params.ignore_eos {
-            finish = Some(Finish::Eog);
-        } else {
-            if let Some(n) = a.job.params.n_probs {
-                a.pending_probs.push(logprobs::step(logits, id, n));
-            }
-            let (text, tokens, stopped) = match a.push_token(tok, id) {
-                TextStep::Send(text, tokens) => (text, tokens, None),
-                TextStep::Stopped(text, tokens, word) => (text, tokens, Some(word)),
-            };
-            if !text.is_empty() || !tokens.is_empty() {
-                let probs = a.take_probs(!tokens.is_empty());
-                // Full: the handler is EVENT_BUFFER events behind; cut it off.
-                alive = a
-                    .job
-                    .events
-                    .try_send(Event::Text {
-                        text,
-                        tokens,
-                        probs,
-                    })
-                    .is_ok();
-            }
-            let n_predict = a.job.params.n_predict;
-            if let Some(word) = stopped {
-                finish = Some(Finish::StopWord(word));
-            } else if n_predict >= 0 && a.n_decoded as i64 >= n_predict {
-                finish = Some(Finish::Length);
-            } else if slot.tokens.len() >= n_ctx
-                && !(self.options.context_shift
-                    && shift_context(
-                        &self.loaded.model,
-                        &mut self.caches[i],
-                        &mut slot.tokens,
-                        keep_tokens(
-                            a.job.params.n_keep.unwrap_or(self.options.n_keep),
-                            &a.job.prompt,
-                            tok.bos(),
-                        ),
-                    ))
-            {
-                finish = Some(Finish::ContextFull);
-            } else {
+        if !draft.is_empty() {
+            a.draft_n += draft.len();
+            metrics.drafts.add(1);
+            metrics.draft_tokens.add(draft.len() as u64);
+        }
+        let verified = slot.session.verify(logits, draft, |row, history| {
+            emit(a, tok, metrics, row, history)
+        });
+        a.draft_n_accepted += verified.accepted;
+        metrics.draft_accepted.add(verified.accepted as u64);
+        let end = match verified.next {
+            ControlFlow::Continue(id) if slot.session.make_room() => {
                 a.next_token = Some(id);
+                return;
             }
-        }
-        if !alive {
-            slot.active = None;
-            slot.last_used = now;
-            self.metrics.requests_cancelled.add(1);
-            return;
-        }
-        let Some(finish) = finish else {
+            ControlFlow::Continue(_) => End::Finish(Finish::ContextFull),
+            ControlFlow::Break(end) => end,
+        };
+        self.end(i, end);
+    }
+
+    /// Ends slot `i`'s request: the text still held back and the summary go to its handler.
+    fn end(&mut self, i: usize, end: End) {
+        let now = Instant::now();
+        let slot = &mut self.slots[i];
+        slot.last_used = now;
+        let Some(mut a) = slot.active.take() else {
             return;
         };
-        let mut a = slot.active.take().expect("active");
-        slot.last_used = now;
+        let finish = match end {
+            End::Dropped => {
+                self.metrics.requests_cancelled.add(1);
+                return;
+            }
+            End::Finish(finish) => finish,
+        };
         if !matches!(finish, Finish::StopWord(_)) {
             let (text, tokens) = a.flush();
             if !text.is_empty() || !tokens.is_empty() {
@@ -435,18 +430,81 @@ impl Worker {
         let status = self
             .slots
             .iter()
-            .map(|s| SlotStatus {
-                id: s.id,
-                n_ctx: self.options.n_ctx_slot,
-                is_processing: s.active.is_some(),
-                id_task: s.active.as_ref().map_or(-1, |a| a.job.id as i64),
-                n_prompt_tokens: s.active.as_ref().map_or(0, |a| a.job.prompt.len()),
-                n_cached_tokens: s.tokens.len(),
-                n_decoded: s.active.as_ref().map_or(0, |a| a.n_decoded),
+            .map(|s| {
+                let a = s.active.as_ref();
+                let n_decoded = a.map_or(0, |a| a.n_decoded);
+                let n_predict = a.map_or(-1, |a| a.job.params.n_predict);
+                SlotStatus {
+                    id: s.id,
+                    n_ctx: self.options.n_ctx_slot,
+                    is_processing: a.is_some(),
+                    id_task: a.map_or(-1, |a| a.job.id as i64),
+                    n_prompt_tokens: a.map_or(0, |a| a.job.prompt.len()),
+                    n_cached_tokens: s.session.tokens.len(),
+                    n_decoded,
+                    speculative: s.spec.is_some(),
+                    params: s.last_params.clone(),
+                    next_token: NextToken {
+                        has_next_token: a.is_some(),
+                        has_new_line: a.is_some_and(|a| a.has_new_line),
+                        n_remain: if n_predict < 0 {
+                            -1
+                        } else {
+                            (n_predict - n_decoded as i64).max(0)
+                        },
+                        n_decoded,
+                    },
+                }
             })
             .collect();
         if let Ok(mut s) = self.status.lock() {
             *s = status;
         }
+    }
+}
+
+/// Samples a request's next token from `row` (`history`: the tokens before it) and sends its
+/// text to the handler; `Break` when the token ends the request.
+fn emit(
+    a: &mut Active,
+    tok: &Tokenizer,
+    metrics: &Metrics,
+    row: &[f32],
+    history: &[u32],
+) -> ControlFlow<End, u32> {
+    let id = a.sampler.sample(row, history);
+    a.first_token.get_or_insert_with(Instant::now);
+    a.n_decoded += 1;
+    metrics.tokens_predicted.add(1);
+    if tok.is_eog(id) && !a.job.params.ignore_eos {
+        return ControlFlow::Break(End::Finish(Finish::Eog));
+    }
+    if let Some(n) = a.job.params.n_probs {
+        a.pending_probs.push(logprobs::step(row, id, n));
+    }
+    let (text, tokens, stopped) = match a.push_token(tok, id) {
+        TextStep::Send(text, tokens) => (text, tokens, None),
+        TextStep::Stopped(text, tokens, word) => (text, tokens, Some(word)),
+    };
+    a.has_new_line |= text.contains('\n');
+    if !text.is_empty() || !tokens.is_empty() {
+        let probs = a.take_probs(!tokens.is_empty());
+        let event = Event::Text {
+            text,
+            tokens,
+            probs,
+        };
+        // Full: the handler is EVENT_BUFFER events behind; cut it off.
+        if a.job.events.try_send(event).is_err() {
+            return ControlFlow::Break(End::Dropped);
+        }
+    }
+    let n_predict = a.job.params.n_predict;
+    if let Some(word) = stopped {
+        ControlFlow::Break(End::Finish(Finish::StopWord(word)))
+    } else if n_predict >= 0 && a.n_decoded as i64 >= n_predict {
+        ControlFlow::Break(End::Finish(Finish::Length))
+    } else {
+        ControlFlow::Continue(id)
     }
 }

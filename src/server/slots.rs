@@ -1,12 +1,14 @@
-//! Slots: the server's parallel sequences. Each slot owns one KV sequence (its cache lives in
-//! the scheduler's cache array at the slot's index) and remembers which tokens that cache
-//! holds, so a new request whose prompt starts the same way skips re-evaluating them. Also the
-//! per-request text state: streaming detokenization with stop sequences held back until they
-//! can no longer match.
+//! Slots: the server's parallel sequences. Each slot owns a [`Session`] (its KV cache and the
+//! tokens that cache holds, so a new request whose prompt starts the same way skips
+//! re-evaluating them) and, when speculating, its draft sources. Also the per-request text
+//! state: streaming detokenization with stop sequences held back until they can no longer match
+//! ([`StopText`]).
 
+use crate::generate::Session;
 use crate::sampling::logprobs::StepLogprobs;
 use crate::sampling::{Sampler, SamplingParams, TokenVocab};
-use crate::stop_text::{find_stop, partial_stop};
+use crate::speculative::Speculator;
+use crate::stop_text::StopText;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -117,14 +119,17 @@ pub struct Active {
     pub n_cached: usize,
     pub sampler: Sampler,
     pub decoder: StreamDecoder,
-    /// Decoded text not yet sent (it may be the start of a stop sequence).
-    pub pending: String,
+    /// The request's stop sequences, holding back text that may be the start of one.
+    pub stops: StopText,
+    /// Tokens of text not yet sent.
     pub pending_tokens: Vec<u32>,
     /// Log-probabilities of `pending_tokens` (when asked for).
     pub pending_probs: Vec<StepLogprobs>,
     /// The sampled token to feed next.
     pub next_token: Option<u32>,
     pub n_decoded: usize,
+    /// The text sent so far has a line break (`/slots`' `has_new_line`).
+    pub has_new_line: bool,
     /// Draft tokens verified for this request, and accepted.
     pub draft_n: usize,
     pub draft_n_accepted: usize,
@@ -133,70 +138,94 @@ pub struct Active {
 }
 
 /// One parallel sequence.
-pub struct Slot {
+pub struct Slot<'m> {
     pub id: usize,
-    /// Tokens whose keys and values are in this slot's cache, in order.
-    pub tokens: Vec<u32>,
+    /// The slot's cache and the tokens whose keys and values it holds, in order.
+    pub session: Session<'m>,
+    /// The slot's draft sources, when speculating (a draft model keeps a cache per slot).
+    pub spec: Option<Speculator<'m>>,
     pub active: Option<Active>,
+    /// The settings of the slot's last request (for `/slots`).
+    pub last_params: Option<GenParams>,
     /// When the slot last finished a request (for least-recently-used choice).
     pub last_used: Instant,
 }
 
-impl Slot {
-    pub fn new(id: usize) -> Slot {
+impl<'m> Slot<'m> {
+    pub fn new(id: usize, session: Session<'m>, spec: Option<Speculator<'m>>) -> Slot<'m> {
         Slot {
             id,
-            tokens: Vec::new(),
+            session,
+            spec,
             active: None,
+            last_params: None,
             last_used: Instant::now(),
         }
     }
 
-    /// Length of the common prefix of the cached tokens and `prompt`.
-    pub fn common_prefix(&self, prompt: &[u32]) -> usize {
-        crate::generate::common_prefix(&self.tokens, prompt)
-    }
-
     /// Starts `job`, keeping the cached prefix it shares (at least one prompt token is always
-    /// evaluated again, for its logits). Returns how many cached tokens are kept.
-    pub fn start(&mut self, job: Job, vocab: &Arc<TokenVocab>) -> usize {
+    /// evaluated again, for its logits). `keep_on_shift`: the leading tokens a context shift
+    /// keeps (`None`: a full context ends the request).
+    pub fn start(&mut self, job: Job, vocab: &Arc<TokenVocab>, keep_on_shift: Option<usize>) {
         let keep = if job.params.cache_prompt {
-            self.common_prefix(&job.prompt)
-                .min(job.prompt.len().saturating_sub(1))
+            self.session
+                .keep_prefix(&job.prompt, job.prompt.len().saturating_sub(1))
         } else {
+            self.session.truncate(0);
             0
         };
-        self.tokens.truncate(keep);
+        self.session.context_shift = keep_on_shift;
+        self.last_params = Some(job.params.clone());
         let sampler = Sampler::new(job.params.sampling.clone(), vocab.clone());
+        let stops = StopText::new(job.params.stop.clone());
         self.active = Some(Active {
             job,
             prompt_done: keep,
             n_cached: keep,
             sampler,
             decoder: StreamDecoder::new(),
-            pending: String::new(),
+            stops,
             pending_tokens: Vec::new(),
             pending_probs: Vec::new(),
             next_token: None,
             n_decoded: 0,
+            has_new_line: false,
             draft_n: 0,
             draft_n_accepted: 0,
             started: Instant::now(),
             first_token: None,
         });
-        keep
     }
+
+    /// The slot as [`pick_slot`] sees it, when it is idle.
+    pub fn candidate(&self) -> Option<Candidate<'_>> {
+        self.active.is_none().then_some(Candidate {
+            id: self.id,
+            tokens: &self.session.tokens,
+            last_used: self.last_used,
+        })
+    }
+}
+
+/// An idle slot a request could go to.
+pub struct Candidate<'a> {
+    pub id: usize,
+    /// The tokens its cache holds.
+    pub tokens: &'a [u32],
+    pub last_used: Instant,
 }
 
 /// Picks the idle slot for a prompt: the longest cached prefix when `cache_prompt`, then the
 /// least recently used.
-pub fn pick_slot(slots: &[Slot], prompt: &[u32], cache_prompt: bool) -> Option<usize> {
-    slots
-        .iter()
-        .filter(|s| s.active.is_none())
+pub fn pick_slot<'a>(
+    idle: impl IntoIterator<Item = Candidate<'a>>,
+    prompt: &[u32],
+    cache_prompt: bool,
+) -> Option<usize> {
+    idle.into_iter()
         .max_by_key(|s| {
             let prefix = if cache_prompt {
-                s.common_prefix(prompt)
+                crate::generate::common_prefix(s.tokens, prompt)
             } else {
                 0
             };
@@ -226,36 +255,27 @@ impl Active {
     /// Adds a generated (non-end-of-generation) token to the text.
     pub fn push_token(&mut self, tok: &Tokenizer, id: u32) -> TextStep {
         let piece = self.decoder.push(tok, id);
-        self.pending.push_str(&piece);
         self.pending_tokens.push(id);
-        let stops = &self.job.params.stop;
-        if let Some((at, word)) = find_stop(&self.pending, stops) {
-            let text = self.pending[..at].to_string();
-            self.pending.clear();
-            return TextStep::Stopped(text, std::mem::take(&mut self.pending_tokens), word);
+        let released = self.stops.push(&piece);
+        if let Some(word) = released.stopped {
+            return TextStep::Stopped(
+                released.text,
+                std::mem::take(&mut self.pending_tokens),
+                word,
+            );
         }
-        let hold = partial_stop(&self.pending, stops);
-        let send = self.pending.len() - hold;
-        let text: String = self.pending.drain(..send).collect();
-        let tokens = if hold == 0 {
+        let tokens = if released.whole {
             std::mem::take(&mut self.pending_tokens)
         } else {
             Vec::new()
         };
-        TextStep::Send(text, tokens)
+        TextStep::Send(released.text, tokens)
     }
 
     /// Everything still held back, at the end of generation.
     pub fn flush(&mut self) -> (String, Vec<u32>) {
-        let rest = self.decoder.flush();
-        self.pending.push_str(&rest);
-        if let Some((at, _)) = find_stop(&self.pending, &self.job.params.stop) {
-            self.pending.truncate(at);
-        }
-        (
-            std::mem::take(&mut self.pending),
-            std::mem::take(&mut self.pending_tokens),
-        )
+        let text = self.stops.finish(&self.decoder.flush());
+        (text, std::mem::take(&mut self.pending_tokens))
     }
 }
 
@@ -265,11 +285,30 @@ mod tests {
 
     #[test]
     fn slot_choice_prefers_cached_prefix_then_lru() {
-        let mut slots: Vec<Slot> = (0..3).map(Slot::new).collect();
-        slots[1].tokens = vec![1, 2, 3];
-        slots[2].tokens = vec![1, 9];
-        assert_eq!(pick_slot(&slots, &[1, 2, 3, 4], true), Some(1));
-        // Without prefix reuse: the least recently used (slot 0 was created first).
-        assert_eq!(pick_slot(&slots, &[1, 2, 3, 4], false), Some(0));
+        let t0 = Instant::now();
+        let later = t0 + std::time::Duration::from_secs(1);
+        let idle = || {
+            [
+                Candidate {
+                    id: 0,
+                    tokens: &[],
+                    last_used: t0,
+                },
+                Candidate {
+                    id: 1,
+                    tokens: &[1, 2, 3],
+                    last_used: later,
+                },
+                Candidate {
+                    id: 2,
+                    tokens: &[1, 9],
+                    last_used: later,
+                },
+            ]
+        };
+        assert_eq!(pick_slot(idle(), &[1, 2, 3, 4], true), Some(1));
+        // Without prefix reuse: the least recently used.
+        assert_eq!(pick_slot(idle(), &[1, 2, 3, 4], false), Some(0));
+        assert_eq!(pick_slot(Vec::new(), &[1], true), None);
     }
 }

@@ -77,11 +77,32 @@ def main():
             if c.choices)
         assert streamed == cmpl.choices[0].text, (streamed, cmpl.choices[0].text)
 
+        # n > 1: each choice its own sequence, seeded choices differ; streamed as non-streamed.
+        many = client.chat.completions.create(
+            model=ids[0], messages=messages, n=3, max_tokens=12, temperature=1.0, seed=7)
+        assert [c.index for c in many.choices] == [0, 1, 2], many
+        texts = [c.message.content for c in many.choices]
+        assert len(set(texts)) > 1, texts
+        one = client.chat.completions.create(
+            model=ids[0], messages=messages, n=1, max_tokens=12, temperature=1.0, seed=7)
+        assert one.choices[0].message.content == texts[0], (one, texts)
+        parts = {}
+        for c in client.chat.completions.create(
+                model=ids[0], messages=messages, n=3, max_tokens=12, temperature=1.0, seed=7,
+                stream=True):
+            for ch in c.choices:
+                parts[ch.index] = parts.get(ch.index, "") + (ch.delta.content or "")
+        assert [parts[i] for i in range(3)] == texts, (parts, texts)
+        legacy = client.completions.create(
+            model=ids[0], prompt="Once upon a time", n=2, max_tokens=8, temperature=1.0, seed=3,
+            extra_body={"ignore_eos": True})
+        assert [c.index for c in legacy.choices] == [0, 1], legacy
+        assert legacy.usage.completion_tokens == 16, legacy.usage
         try:
-            client.chat.completions.create(model=ids[0], messages=messages, n=3)
-            raise AssertionError("n=3 should be refused")
+            client.chat.completions.create(model=ids[0], messages=messages, n=0)
+            raise AssertionError("n=0 should be refused")
         except openai.BadRequestError as e:
-            assert e.status_code == 400 and "n=1" in str(e), e
+            assert e.status_code == 400 and "n" in str(e), e
 
         # Structured output: response_format json_schema and json_object, checked by jsonschema.
         import json
@@ -130,7 +151,7 @@ def main():
             assert e.status_code == 501 and "--embeddings" in str(e), e
 
         print(f"openai {openai.__version__}: models, chat (streamed and not), completions, "
-              "response_format, logprobs: ok")
+              "n > 1 choices, response_format, logprobs: ok")
         print(f"  structured: {doc}")
         print(f"  answer: {text!r}")
     finally:
