@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::http::Reply;
+use common::http::{post, Reply};
 use common::server::{start_with, Server};
 
 use serde_json::{json, Value};
@@ -36,16 +36,6 @@ fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: 
 
 fn get(port: u16, path: &str) -> Reply {
     request(port, "GET", path, &[], "")
-}
-
-fn post(port: u16, path: &str, body: &Value) -> Reply {
-    request(
-        port,
-        "POST",
-        path,
-        &[("Content-Type", "application/json")],
-        &body.to_string(),
-    )
 }
 
 /// The `data:` payloads of an event-stream body.

@@ -6,26 +6,14 @@
 
 mod common;
 
-use common::http::{send, Reply};
-use common::server::{start_with, Server};
+use common::http::{post, send, Reply};
+use common::server::{start_model, Server};
 use serde_json::{json, Value};
 
 const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1";
 
 fn start(args: &[&str]) -> Option<Server> {
-    let model = common::model_path(SMOLLM2)?;
-    Some(start_with(&model, args))
-}
-
-fn post(port: u16, path: &str, body: &Value) -> Reply {
-    send(
-        "127.0.0.1",
-        port,
-        "POST",
-        path,
-        &[("Content-Type", "application/json")],
-        &body.to_string(),
-    )
+    start_model(SMOLLM2, args)
 }
 
 fn get(port: u16, path: &str) -> Reply {

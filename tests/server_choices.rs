@@ -5,24 +5,13 @@
 
 mod common;
 
-use common::http::{send, Reply};
+use common::http::{post, Reply};
 use common::server::{start_with, Server};
 use serde_json::{json, Value};
 
 fn start() -> Option<Server> {
     let model = common::model_path("SmolLM2-135M-Instruct.Q4_1")?;
     Some(start_with(&model, &["-np", "2", "-c", "1024"]))
-}
-
-fn post(port: u16, path: &str, body: &Value) -> Reply {
-    send(
-        "127.0.0.1",
-        port,
-        "POST",
-        path,
-        &[("Content-Type", "application/json")],
-        &body.to_string(),
-    )
 }
 
 fn events(r: &Reply) -> Vec<Value> {

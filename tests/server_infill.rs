@@ -6,26 +6,14 @@
 
 mod common;
 
-use common::http::{send, Reply};
-use common::server::{start_with, Server};
+use common::http::{post, send, Reply};
+use common::server::{start_model, start_with, Server};
 use serde_json::{json, Value};
 
 const QWEN: &str = "qwen2.5-coder-0.5b-instruct";
 
 fn start(args: &[&str]) -> Option<Server> {
-    let model = common::model_path(QWEN)?;
-    Some(start_with(&model, args))
-}
-
-fn post(port: u16, path: &str, body: &Value) -> Reply {
-    send(
-        "127.0.0.1",
-        port,
-        "POST",
-        path,
-        &[("Content-Type", "application/json")],
-        &body.to_string(),
-    )
+    start_model(QWEN, args)
 }
 
 fn ok(r: Reply) -> Value {

@@ -52,6 +52,18 @@ pub fn send(
     raw(addr, port, req.as_bytes())
 }
 
+/// POSTs `body` as JSON to `path` of the server on loopback port `port`.
+pub fn post(port: u16, path: &str, body: &serde_json::Value) -> Reply {
+    send(
+        "127.0.0.1",
+        port,
+        "POST",
+        path,
+        &[("Content-Type", "application/json")],
+        &body.to_string(),
+    )
+}
+
 /// Sends raw bytes on a fresh connection and reads the reply.
 pub fn raw(addr: &str, port: u16, request: &[u8]) -> Reply {
     let mut s = TcpStream::connect((addr, port)).unwrap();

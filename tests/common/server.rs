@@ -18,6 +18,11 @@ impl Drop for Server {
     }
 }
 
+/// [`start_with`] on test model `stem`, or `None` when it is absent (see `common::model_path`).
+pub fn start_model(stem: &str, args: &[&str]) -> Option<Server> {
+    Some(start_with(&super::model_path(stem)?, args))
+}
+
 /// Starts the server on `model` with `args`, on any free port unless `args` names `--port`; never
 /// opens a browser. Returns once the server has printed its URL.
 pub fn start_with(model: &Path, args: &[&str]) -> Server {
