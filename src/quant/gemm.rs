@@ -63,6 +63,9 @@ pub struct PackedActs {
     /// Q6_K partners: 32 times each bsum (sum of 16 quants) as i32, sixteen per super-block,
     /// tokens side by side as in `tq`.
     pub(crate) tbs: Vec<i32>,
+    /// F16 and BF16 partners: each token's row widened to f32 (`n_blocks` floats, one per
+    /// element), an odd batch padded with a zero row.
+    pub(crate) half: Vec<f32>,
 }
 
 impl PackedActs {
@@ -149,6 +152,9 @@ fn lane_packed(ty: GgmlType) -> bool {
 /// Panics if `ty` is not one of the 32-element weight formats or the lengths disagree.
 pub fn pack_acts(ty: GgmlType, n: usize, acts: &[u8], n_tokens: usize) -> PackedActs {
     let at = ty.vec_dot_type();
+    if matches!(at, GgmlType::F16 | GgmlType::BF16) {
+        return pack_half(ty, n, acts, n_tokens);
+    }
     if at == GgmlType::Q8K {
         let stride = at.bytes_for(n as u64).expect("whole super-blocks") as usize;
         assert_eq!(acts.len(), stride * n_tokens, "pack_acts: activation bytes");
@@ -167,6 +173,7 @@ pub fn pack_acts(ty: GgmlType, n: usize, acts: &[u8], n_tokens: usize) -> Packed
             td: Vec::new(),
             tps: Vec::new(),
             tbs: Vec::new(),
+            half: Vec::new(),
         };
         if lane_packed(ty) {
             p.pack_token_groups();
@@ -215,6 +222,7 @@ pub fn pack_acts(ty: GgmlType, n: usize, acts: &[u8], n_tokens: usize) -> Packed
         td: Vec::new(),
         tps: Vec::new(),
         tbs: Vec::new(),
+        half: Vec::new(),
     };
     for (t, row) in acts.chunks_exact(row_bytes).enumerate() {
         let (pair, half) = (t / 2, t % 2);
@@ -242,6 +250,32 @@ pub fn pack_acts(ty: GgmlType, n: usize, acts: &[u8], n_tokens: usize) -> Packed
         }
     }
     p
+}
+
+/// [`pack_acts`] for F16 and BF16 weights: the rows widened to f32 (exact).
+fn pack_half(ty: GgmlType, n: usize, acts: &[u8], n_tokens: usize) -> PackedActs {
+    assert_eq!(acts.len(), 2 * n * n_tokens, "pack_acts: activation bytes");
+    let mut half = vec![0f32; n * n_tokens.next_multiple_of(2)];
+    for (src, dst) in acts.chunks_exact(2 * n).zip(half.chunks_exact_mut(n)) {
+        super::dequantize_row(ty, src, dst);
+    }
+    PackedActs {
+        ty,
+        n_blocks: n,
+        n_tokens,
+        s_stride: 0,
+        qs: Vec::new(),
+        d: Vec::new(),
+        corr: Vec::new(),
+        s: Vec::new(),
+        raw: Vec::new(),
+        raw_stride: 0,
+        tq: Vec::new(),
+        td: Vec::new(),
+        tps: Vec::new(),
+        tbs: Vec::new(),
+        half,
+    }
 }
 
 impl PackedActs {

@@ -6,6 +6,7 @@
 //! compile-time target features.
 
 mod common;
+mod half;
 mod k_quants;
 mod k_quants512;
 mod legacy;
@@ -61,7 +62,16 @@ pub(super) fn avx2(mut k: Kernels) -> Option<Kernels> {
     install!(k, T::Q6K, k_quants::dot_q6_k);
     // SAFETY (every `unsafe` below): reachable only through this table, which exists only
     // after `has_avx2()` confirmed AVX2, FMA and F16C.
-    k.vec_dot[slot(T::F16)] = Some(|w, a| unsafe { legacy::dot_f16(w, a) });
+    k.vec_dot[slot(T::F16)] = Some(|w, a| unsafe { half::dot::<half::F16>(w, a) });
+    k.vec_dot[slot(T::BF16)] = Some(|w, a| unsafe { half::dot::<half::Bf16>(w, a) });
+    k.gemm[slot(T::F16)] = Some(|w, n, a, p, o, ts, rs| unsafe {
+        half::gemm_avx2::<half::F16>(w, n, a, p, o, ts, rs)
+    });
+    k.gemm[slot(T::BF16)] = Some(|w, n, a, p, o, ts, rs| unsafe {
+        half::gemm_avx2::<half::Bf16>(w, n, a, p, o, ts, rs)
+    });
+    k.matvec[slot(T::F16)] = Some(|w, a, o| unsafe { half::matvec_avx2::<half::F16>(w, a, o) });
+    k.matvec[slot(T::BF16)] = Some(|w, a, o| unsafe { half::matvec_avx2::<half::Bf16>(w, a, o) });
     k.quantize[slot(T::Q8_0)] =
         Some(|x, y| unsafe { quantize::quantize_q8_0(x, as_blocks_mut(y)) });
     k.quantize[slot(T::Q8_1)] =
@@ -129,6 +139,14 @@ pub(super) fn avx512(mut k: Kernels) -> Option<Kernels> {
             |w, a| k_quants512::dot_q6_k::<1>(as_blocks(w), [as_blocks(a)])[0];
         tiles_k::gemm::<tiles_k::Q6K>(dot, w, n, a, p, o, ts, rs)
     });
+    k.gemm[slot(T::F16)] = Some(|w, n, a, p, o, ts, rs| unsafe {
+        half::gemm_avx512::<half::F16>(w, n, a, p, o, ts, rs)
+    });
+    k.gemm[slot(T::BF16)] = Some(|w, n, a, p, o, ts, rs| unsafe {
+        half::gemm_avx512::<half::Bf16>(w, n, a, p, o, ts, rs)
+    });
+    k.matvec[slot(T::F16)] = Some(|w, a, o| unsafe { half::matvec_avx512::<half::F16>(w, a, o) });
+    k.matvec[slot(T::BF16)] = Some(|w, a, o| unsafe { half::matvec_avx512::<half::Bf16>(w, a, o) });
     k.gemm[slot(T::Q4_0)] = Some(|w, n, a, p, o, ts, rs| unsafe {
         tiles32::gemm::<tiles32::Q4_0>(w, n, a, p, o, ts, rs)
     });

@@ -1,0 +1,467 @@
+//! F16 and BF16 weights on x86: the single-row dot product, tile kernels for batches and
+//! matrix-vector kernels for one token, in AVX2 (256-bit) and AVX-512 (512-bit) forms.
+//!
+//! One float order for all of them, ggml's AVX2 `ggml_vec_dot_f16` shape: per 32 elements four
+//! 8-lane FMA accumulators (element `i` in accumulator `i / 8 % 4`, lane `i % 8`), then 8-element
+//! steps into the first accumulator, the four summed as `(a0 + a1) + (a2 + a3)` and reduced by
+//! [`hsum_f32_8`], then the last `n % 8` products added one by one. A 512-bit register holds
+//! accumulators 0 and 1 (or 2 and 3) side by side, so the AVX-512 kernels do the same operations
+//! on the same lanes and give the same bits. Activations arrive already rounded to the weight
+//! format (`quant::gemm` widens them to f32 once per matrix product), so a tile or
+//! matrix-vector kernel only widens each weight element once for all the tokens it meets.
+
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+use super::common::hsum_f32_8;
+use crate::quant::gemm::PackedActs;
+
+/// How a 16-bit weight format widens to f32.
+pub(super) trait Half {
+    /// Eight elements at `p` (16 bytes) as f32.
+    ///
+    /// # Safety
+    /// 16 readable bytes at `p`; the CPU must support AVX2 and F16C.
+    unsafe fn widen8(p: *const u8) -> __m256;
+    /// Sixteen elements at `p` (32 bytes) as f32.
+    ///
+    /// # Safety
+    /// 32 readable bytes at `p`; the CPU must support AVX-512 F.
+    unsafe fn widen16(p: *const u8) -> __m512;
+    /// One element.
+    fn widen1(b: [u8; 2]) -> f32;
+}
+
+/// IEEE half weights.
+pub(super) struct F16;
+/// bfloat16 weights.
+pub(super) struct Bf16;
+
+impl Half for F16 {
+    #[inline(always)]
+    unsafe fn widen8(p: *const u8) -> __m256 {
+        // SAFETY: the caller guarantees 16 readable bytes and F16C.
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
+    }
+    #[inline(always)]
+    unsafe fn widen16(p: *const u8) -> __m512 {
+        // SAFETY: the caller guarantees 32 readable bytes and AVX-512 F.
+        unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p.cast())) }
+    }
+    #[inline(always)]
+    fn widen1(b: [u8; 2]) -> f32 {
+        crate::quant::f16_to_f32(b)
+    }
+}
+
+impl Half for Bf16 {
+    #[inline(always)]
+    unsafe fn widen8(p: *const u8) -> __m256 {
+        // SAFETY: the caller guarantees 16 readable bytes and AVX2.
+        unsafe {
+            let w = _mm256_cvtepu16_epi32(_mm_loadu_si128(p.cast()));
+            _mm256_castsi256_ps(_mm256_slli_epi32::<16>(w))
+        }
+    }
+    #[inline(always)]
+    unsafe fn widen16(p: *const u8) -> __m512 {
+        // SAFETY: the caller guarantees 32 readable bytes and AVX-512 F.
+        unsafe {
+            let w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(p.cast()));
+            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(w))
+        }
+    }
+    #[inline(always)]
+    fn widen1(b: [u8; 2]) -> f32 {
+        crate::quant::bf16_to_f32(b)
+    }
+}
+
+/// Where a kernel reads one activation row: f32 (widened once per matrix product) or the
+/// 16-bit format itself (the single-row kernel).
+pub(super) trait Acts: Copy {
+    /// Eight elements from `i` on.
+    ///
+    /// # Safety
+    /// Elements `i..i + 8` exist; the CPU must support AVX2 and F16C.
+    unsafe fn load8(self, i: usize) -> __m256;
+    /// Sixteen elements from `i` on.
+    ///
+    /// # Safety
+    /// Elements `i..i + 16` exist; the CPU must support AVX-512 F.
+    unsafe fn load16(self, i: usize) -> __m512;
+    /// Element `i`.
+    ///
+    /// # Safety
+    /// Element `i` exists.
+    unsafe fn get(self, i: usize) -> f32;
+}
+
+impl Acts for *const f32 {
+    #[inline(always)]
+    unsafe fn load8(self, i: usize) -> __m256 {
+        // SAFETY: the caller guarantees the elements and the CPU features.
+        unsafe { _mm256_loadu_ps(self.add(i)) }
+    }
+    #[inline(always)]
+    unsafe fn load16(self, i: usize) -> __m512 {
+        // SAFETY: as above.
+        unsafe { _mm512_loadu_ps(self.add(i)) }
+    }
+    #[inline(always)]
+    unsafe fn get(self, i: usize) -> f32 {
+        // SAFETY: the caller guarantees the element.
+        unsafe { *self.add(i) }
+    }
+}
+
+/// An activation row in the weight's own 16-bit format.
+struct HalfRow<H>(*const u8, std::marker::PhantomData<H>);
+
+impl<H> Clone for HalfRow<H> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<H> Copy for HalfRow<H> {}
+
+impl<H: Half> Acts for HalfRow<H> {
+    #[inline(always)]
+    unsafe fn load8(self, i: usize) -> __m256 {
+        // SAFETY: the caller guarantees the elements and the CPU features.
+        unsafe { H::widen8(self.0.add(2 * i)) }
+    }
+    #[inline(always)]
+    unsafe fn load16(self, i: usize) -> __m512 {
+        // SAFETY: as above.
+        unsafe { H::widen16(self.0.add(2 * i)) }
+    }
+    #[inline(always)]
+    unsafe fn get(self, i: usize) -> f32 {
+        // SAFETY: the caller guarantees the element.
+        unsafe { H::widen1([*self.0.add(2 * i), *self.0.add(2 * i + 1)]) }
+    }
+}
+
+/// The end of one product: accumulators from the 32-element steps, the 8-element steps from
+/// element `i` on into the first, the reduction and the one-by-one tail.
+///
+/// # Safety
+/// `w` and `x` hold `n` elements (2 and 4 bytes each); the CPU must support AVX2, FMA, F16C.
+#[inline(always)]
+unsafe fn finish<H: Half, X: Acts>(
+    mut acc: [__m256; 4],
+    w: *const u8,
+    x: X,
+    mut i: usize,
+    n: usize,
+) -> f32 {
+    // SAFETY: every offset stays below `n` elements, which the caller guarantees.
+    unsafe {
+        while i + 8 <= n {
+            acc[0] = _mm256_fmadd_ps(H::widen8(w.add(2 * i)), x.load8(i), acc[0]);
+            i += 8;
+        }
+        let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+        let mut s = hsum_f32_8(sum);
+        while i < n {
+            s += H::widen1([*w.add(2 * i), *w.add(2 * i + 1)]) * x.get(i);
+            i += 1;
+        }
+        s
+    }
+}
+
+/// `out[r][t]` = the product of weight row `w[r]` and activation row `x[t]` (`n` elements each),
+/// 256-bit vectors.
+///
+/// # Safety
+/// As for [`finish`], for every row and token.
+// Indexing reads better than iterators over three array dimensions at once.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+unsafe fn tile256<H: Half, X: Acts, const R: usize, const T: usize>(
+    w: [*const u8; R],
+    x: [X; T],
+    n: usize,
+    out: &mut [[f32; T]; R],
+) {
+    let mut acc = [[[_mm256_setzero_ps(); 4]; T]; R];
+    let mut i = 0;
+    // SAFETY: offsets stay below `n` elements.
+    unsafe {
+        while i + 32 <= n {
+            for k in 0..4 {
+                for r in 0..R {
+                    let wv = H::widen8(w[r].add(2 * (i + 8 * k)));
+                    for t in 0..T {
+                        let xv = x[t].load8(i + 8 * k);
+                        acc[r][t][k] = _mm256_fmadd_ps(wv, xv, acc[r][t][k]);
+                    }
+                }
+            }
+            i += 32;
+        }
+        for r in 0..R {
+            for t in 0..T {
+                out[r][t] = finish::<H, X>(acc[r][t], w[r], x[t], i, n);
+            }
+        }
+    }
+}
+
+/// [`tile256`] with 512-bit vectors: one register holds accumulators 0 and 1, another 2 and 3.
+///
+/// # Safety
+/// As for [`tile256`]; the CPU must also support AVX-512 F.
+// Indexing reads better than iterators over three array dimensions at once.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+unsafe fn tile512<H: Half, X: Acts, const R: usize, const T: usize>(
+    w: [*const u8; R],
+    x: [X; T],
+    n: usize,
+    out: &mut [[f32; T]; R],
+) {
+    let mut acc = [[[_mm512_setzero_ps(); 2]; T]; R];
+    let mut i = 0;
+    // SAFETY: offsets stay below `n` elements.
+    unsafe {
+        while i + 32 <= n {
+            for h in 0..2 {
+                for r in 0..R {
+                    let wv = H::widen16(w[r].add(2 * (i + 16 * h)));
+                    for t in 0..T {
+                        let xv = x[t].load16(i + 16 * h);
+                        acc[r][t][h] = _mm512_fmadd_ps(wv, xv, acc[r][t][h]);
+                    }
+                }
+            }
+            i += 32;
+        }
+        for r in 0..R {
+            for t in 0..T {
+                let [a01, a23] = acc[r][t];
+                let quarters = [
+                    _mm512_castps512_ps256(a01),
+                    _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a01))),
+                    _mm512_castps512_ps256(a23),
+                    _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a23))),
+                ];
+                out[r][t] = finish::<H, X>(quarters, w[r], x[t], i, n);
+            }
+        }
+    }
+}
+
+/// Which vector width a kernel uses.
+#[derive(Clone, Copy)]
+enum Width {
+    Ymm,
+    Zmm,
+}
+
+/// One tile of `R` rows × `T` tokens in the width given.
+///
+/// # Safety
+/// As for [`tile512`] (AVX-512 only for `Width::Zmm`).
+#[inline(always)]
+unsafe fn tile<H: Half, X: Acts, const R: usize, const T: usize>(
+    width: Width,
+    w: [*const u8; R],
+    x: [X; T],
+    n: usize,
+    out: &mut [[f32; T]; R],
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        match width {
+            Width::Ymm => tile256::<H, X, R, T>(w, x, n, out),
+            Width::Zmm => tile512::<H, X, R, T>(w, x, n, out),
+        }
+    }
+}
+
+/// F16 or BF16 · the same format, in the order above (the single-row kernel of both tables).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn dot<H: Half>(w: &[u8], a: &[u8]) -> f32 {
+    let n = w.len().min(a.len()) / 2;
+    let x = HalfRow::<H>(a.as_ptr(), std::marker::PhantomData);
+    let mut out = [[0f32; 1]; 1];
+    // SAFETY: both rows hold `n` elements; the caller guarantees the CPU features.
+    unsafe { tile256::<H, _, 1, 1>([w.as_ptr()], [x], n, &mut out) };
+    out[0][0]
+}
+
+/// Tile-kernel entry (see `quant::gemm::gemm` for the contract), 256-bit: tiles of one row ×
+/// three tokens (twelve accumulators of AVX2's sixteen registers).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn gemm_avx2<H: Half>(
+    w: &[u8],
+    rows: usize,
+    acts: &PackedActs,
+    pairs: Range<usize>,
+    out: &mut [f32],
+    t_stride: usize,
+    r_stride: usize,
+) {
+    // SAFETY: the caller guarantees the CPU features.
+    unsafe { gemm_shape::<H, 1, 3>(Width::Ymm, w, rows, acts, pairs, out, t_stride, r_stride) }
+}
+
+/// Tile-kernel entry, 512-bit: tiles of two rows × four tokens (sixteen accumulator registers of
+/// thirty-two).
+///
+/// # Safety
+/// The CPU must support AVX-512 F, AVX2, FMA and F16C.
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+pub(super) unsafe fn gemm_avx512<H: Half>(
+    w: &[u8],
+    rows: usize,
+    acts: &PackedActs,
+    pairs: Range<usize>,
+    out: &mut [f32],
+    t_stride: usize,
+    r_stride: usize,
+) {
+    // SAFETY: the caller guarantees the CPU features.
+    unsafe { gemm_shape::<H, 2, 4>(Width::Zmm, w, rows, acts, pairs, out, t_stride, r_stride) }
+}
+
+/// The tile loop: `R` rows at a time (the rest one by one), tokens `T` at a time (the rest in
+/// one narrower tile).
+///
+/// # Safety
+/// The CPU features of `width`'s kernels.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn gemm_shape<H: Half, const R: usize, const T: usize>(
+    width: Width,
+    w: &[u8],
+    rows: usize,
+    acts: &PackedActs,
+    pairs: Range<usize>,
+    out: &mut [f32],
+    t_stride: usize,
+    r_stride: usize,
+) {
+    let n = acts.n_blocks;
+    let (t_begin, t_end) = (2 * pairs.start, (2 * pairs.end).min(acts.n_tokens));
+    assert!(w.len() >= rows * 2 * n && acts.half.len() >= t_end * n);
+    let row = |r: usize| w[2 * n * r..].as_ptr();
+    let tok = |t: usize| acts.half[n * t..].as_ptr();
+    let mut r0 = 0;
+    while r0 < rows {
+        let nr = if rows - r0 >= R { R } else { 1 };
+        let mut t0 = t_begin;
+        while t0 < t_end {
+            let nt = (t_end - t0).min(T);
+            let mut put = |r: usize, t: usize, v: f32| {
+                out[(t0 + t - t_begin) * t_stride + (r0 + r) * r_stride] = v;
+            };
+            // SAFETY: rows `r0..r0 + nr` and tokens `t0..t0 + nt` exist (asserted above); the
+            // caller guarantees the CPU features.
+            unsafe {
+                if nr == R {
+                    let w_rows = std::array::from_fn(|r| row(r0 + r));
+                    match nt {
+                        1 => tile_put::<H, R, 1>(width, w_rows, t0, &tok, n, &mut put),
+                        2 => tile_put::<H, R, 2>(width, w_rows, t0, &tok, n, &mut put),
+                        3 => tile_put::<H, R, 3>(width, w_rows, t0, &tok, n, &mut put),
+                        _ => tile_put::<H, R, T>(width, w_rows, t0, &tok, n, &mut put),
+                    }
+                } else {
+                    for t in 0..nt {
+                        tile_put::<H, 1, 1>(width, [row(r0)], t0 + t, &tok, n, &mut |_, _, v| {
+                            put(0, t, v)
+                        });
+                    }
+                }
+            }
+            t0 += nt;
+        }
+        r0 += nr;
+    }
+}
+
+/// One tile of `R` rows × `T` tokens from token `t0` on, handed to `put(row, token, value)`.
+///
+/// # Safety
+/// As for [`tile`]; `T` is at most the `T` of the kernel's shape.
+#[inline(always)]
+unsafe fn tile_put<H: Half, const R: usize, const T: usize>(
+    width: Width,
+    w: [*const u8; R],
+    t0: usize,
+    tok: &impl Fn(usize) -> *const f32,
+    n: usize,
+    put: &mut impl FnMut(usize, usize, f32),
+) {
+    let mut o = [[0f32; T]; R];
+    // SAFETY: forwarded from the caller.
+    unsafe { tile::<H, _, R, T>(width, w, std::array::from_fn(|t| tok(t0 + t)), n, &mut o) };
+    for (r, o) in o.iter().enumerate() {
+        for (t, &v) in o.iter().enumerate() {
+            put(r, t, v);
+        }
+    }
+}
+
+/// Matrix-vector entry (see `quant::gemm::matvec`), 256-bit: three rows per step.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn matvec_avx2<H: Half>(w: &[u8], acts: &PackedActs, out: &mut [f32]) {
+    // SAFETY: the caller guarantees the CPU features.
+    unsafe { matvec_rows::<H, 3>(Width::Ymm, w, acts, out) }
+}
+
+/// Matrix-vector entry, 512-bit: four rows per step.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, AVX2, FMA and F16C.
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+pub(super) unsafe fn matvec_avx512<H: Half>(w: &[u8], acts: &PackedActs, out: &mut [f32]) {
+    // SAFETY: the caller guarantees the CPU features.
+    unsafe { matvec_rows::<H, 4>(Width::Zmm, w, acts, out) }
+}
+
+/// `R` weight rows per step against the one token, the rest one at a time.
+///
+/// # Safety
+/// The CPU features of `width`'s kernels.
+#[inline(always)]
+unsafe fn matvec_rows<H: Half, const R: usize>(
+    width: Width,
+    w: &[u8],
+    acts: &PackedActs,
+    out: &mut [f32],
+) {
+    let n = acts.n_blocks;
+    assert!(w.len() >= out.len() * 2 * n && acts.half.len() >= n);
+    let x = [acts.half.as_ptr()];
+    let row = |r: usize| w[2 * n * r..].as_ptr();
+    let full = out.len() / R * R;
+    let (head, tail) = out.split_at_mut(full);
+    for (i, o) in head.chunks_exact_mut(R).enumerate() {
+        let mut v = [[0f32; 1]; R];
+        // SAFETY: rows `R * i..R * i + R` exist (asserted above); the caller guarantees the
+        // CPU features.
+        unsafe { tile::<H, _, R, 1>(width, std::array::from_fn(|r| row(R * i + r)), x, n, &mut v) };
+        o.iter_mut().zip(v).for_each(|(o, v)| *o = v[0]);
+    }
+    for (i, o) in tail.iter_mut().enumerate() {
+        let mut v = [[0f32; 1]; 1];
+        // SAFETY: as above.
+        unsafe { tile::<H, _, 1, 1>(width, [row(full + i)], x, n, &mut v) };
+        *o = v[0][0];
+    }
+}
