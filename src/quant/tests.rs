@@ -584,15 +584,21 @@ fn gemm_equals_vec_dot_small_batches() {
     assert!(!has || checked > 0);
 }
 
-/// Timing of the K-quant kernels in use (not a check): `cargo test --release --lib
-/// k_quant_kernel_timing -- --ignored --nocapture`.
+/// Timing of the K-quant and 16-bit kernels in use (not a check): `cargo test --release --lib
+/// kernel_timing -- --ignored --nocapture`.
 #[test]
 #[ignore]
-fn k_quant_kernel_timing() {
+fn kernel_timing() {
     let mut rng = Rng(5);
     let k = dispatch::kernels();
     let (n, rows) = (2048usize, 1024usize);
-    for ty in [GgmlType::Q4K, GgmlType::Q5K, GgmlType::Q6K] {
+    for ty in [
+        GgmlType::Q4K,
+        GgmlType::Q5K,
+        GgmlType::Q6K,
+        GgmlType::F16,
+        GgmlType::BF16,
+    ] {
         let at = ty.vec_dot_type();
         let arow = at.bytes_for(n as u64).unwrap() as usize;
         let wrow = ty.bytes_for(n as u64).unwrap() as usize;
