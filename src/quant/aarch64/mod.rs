@@ -8,9 +8,11 @@
 //! the kernels live in `legacy.rs` (32-element dot products), `k_quants.rs` (Q2_K..Q6_K dot
 //! products), `tiles32.rs` and `tiles_k.rs` (tile kernels for batches: the 32-element formats,
 //! Q4_K/Q5_K/Q6_K), `matvec32.rs` and `matvec_k.rs` (multi-row matrix-vector kernels for the
-//! same formats) and `quantize.rs` (activation quantizers). Every tile and matrix-vector
+//! same formats), `half.rs` (F16 and BF16: dot products, tiles and matrix-vector kernels in
+//! the x86 float order) and `quantize.rs` (activation quantizers). Every tile and matrix-vector
 //! result has the bits of its flavour's dot product. Matrix-level work stays in `ops/`.
 
+mod half;
 mod k_quants;
 mod legacy;
 mod matvec32;
@@ -202,7 +204,23 @@ macro_rules! install_dots {
         install_tiles!($k, T::Q4K, tiles_k, matvec_k, tiles_k::Q4K, $d);
         install_tiles!($k, T::Q5K, tiles_k, matvec_k, tiles_k::Q5K, $d);
         install_tiles!($k, T::Q6K, tiles_k, matvec_k, tiles_k::Q6K, $d);
+        install_half(&mut $k);
     }};
+}
+
+/// The F16 and BF16 dot products, tiles and matrix-vector kernels (the same for both
+/// flavours: no integer dot products involved). Only for use after NEON was detected.
+fn install_half(k: &mut Kernels) {
+    use half::{Bf16, F16};
+    // SAFETY (every `unsafe` below): NEON is part of every aarch64 CPU.
+    k.vec_dot[slot(T::F16)] = Some(|w, a| unsafe { half::dot::<F16>(w, a) });
+    k.vec_dot[slot(T::BF16)] = Some(|w, a| unsafe { half::dot::<Bf16>(w, a) });
+    k.gemm[slot(T::F16)] =
+        Some(|w, n, a, p, o, ts, rs| unsafe { half::gemm::<F16>(w, n, a, p, o, ts, rs) });
+    k.gemm[slot(T::BF16)] =
+        Some(|w, n, a, p, o, ts, rs| unsafe { half::gemm::<Bf16>(w, n, a, p, o, ts, rs) });
+    k.matvec[slot(T::F16)] = Some(|w, a, o| unsafe { half::matvec::<F16>(w, a, o) });
+    k.matvec[slot(T::BF16)] = Some(|w, a, o| unsafe { half::matvec::<Bf16>(w, a, o) });
 }
 
 /// `base` with the baseline NEON kernels installed, or `None` if this CPU lacks NEON (no
