@@ -1,5 +1,7 @@
-//! A loaded model: its configuration, its weights (views into the mapped GGUF) and the forward
-//! pass that turns a batch of tokens into logits.
+//! A loaded model: its configuration, its weights (views into the mapped GGUF), the placement
+//! of its blocks on backends ([`Placement`]), and the forward pass that turns a batch of tokens
+//! into logits through them. Caches and the context shift are made and done here, each part by
+//! its backend.
 
 mod config;
 mod forward;
