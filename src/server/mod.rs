@@ -27,6 +27,8 @@ mod openai;
 mod response;
 mod routes;
 mod scheduler;
+mod slot_actions;
+mod slot_file;
 mod slots;
 mod socket;
 mod sse;
@@ -106,6 +108,11 @@ pub struct ServerConfig {
     /// `-b`, the logical batch: `/infill` sizes its prefix and suffix from it, as llama-server
     /// does.
     pub batch_size: usize,
+    /// Where slot files are saved and restored (`--slot-save-path`; `None`: slot actions are
+    /// off).
+    pub slot_save_path: Option<std::path::PathBuf>,
+    /// Static files served in place of the chat page (`--path`; `None`: the chat page).
+    pub static_path: Option<std::path::PathBuf>,
 }
 
 /// What every handler sees.
@@ -196,7 +203,19 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
         pooling: cli.emb.pooling_type,
         spm_infill: cli.emb.spm_infill,
         batch_size: cli.batch_size.max(1),
+        slot_save_path: directory(cli.srv.slot_save_path.as_deref(), "--slot-save-path")?,
+        static_path: directory(cli.srv.static_path.as_deref(), "--path")?,
     })
+}
+
+/// A directory flag's value, which must name a directory (`None` or empty: not given).
+fn directory(path: Option<&std::path::Path>, flag: &str) -> Result<Option<std::path::PathBuf>> {
+    match path {
+        None => Ok(None),
+        Some(p) if p.as_os_str().is_empty() => Ok(None),
+        Some(p) if p.is_dir() => Ok(Some(p.to_path_buf())),
+        Some(p) => bail!("{flag} {}: not a directory", p.display()),
+    }
 }
 
 /// The keys of `--api-key` (comma-separated) and `--api-key-file` (one a line, `#` comments).
