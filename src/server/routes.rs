@@ -8,7 +8,7 @@ use super::embeddings::{self, Api};
 use super::error::ApiError;
 use super::http::Request;
 use super::response::{Responder, Response};
-use super::{infill, native, openai, slot_actions, webui, State};
+use super::{infill, native, openai, slot_actions, static_files, webui, State};
 
 /// Answers one request; errors become JSON error responses.
 pub fn handle(state: &State, req: &Request, rsp: &mut Responder) {
@@ -78,6 +78,22 @@ fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiErr
     let get = matches!(req.method.as_str(), "GET" | "HEAD");
     let post = req.method == "POST";
     let send = |rsp: &mut Responder, r: Response| rsp.send(&r).map_err(ApiError::from);
+    if let Some(dir) = state
+        .config
+        .static_path
+        .as_deref()
+        .filter(|_| state.config.webui)
+    {
+        // `--path`: its files answer first, in place of the chat page.
+        if get {
+            if let Some(file) = static_files::lookup(dir, path)? {
+                return send(rsp, static_files::serve(&file)?);
+            }
+            if matches!(path, "/" | "/index.html") {
+                return Err(ApiError::not_found("no index.html in the --path directory"));
+            }
+        }
+    }
     match path {
         "/" | "/index.html" if get && !state.config.webui => Err(ApiError::not_found(
             "the chat page is off (--no-webui); the API is served",
