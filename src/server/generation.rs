@@ -333,7 +333,7 @@ pub fn n_probs(o: &Obj, alias: Option<&str>) -> Result<Option<usize>, ApiError> 
 pub fn read_extras(o: &Obj, stream: bool, p: &mut GenParams) -> Result<(), ApiError> {
     p.post_sampling_probs = o.bool("post_sampling_probs")?.unwrap_or(false);
     p.timings_per_token = o.bool("timings_per_token")?.unwrap_or(false);
-    p.return_progress = stream && o.bool("return_progress")?.unwrap_or(false);
+    p.return_progress = o.bool("return_progress")?.unwrap_or(false) && stream;
     Ok(())
 }
 
