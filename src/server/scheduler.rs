@@ -83,7 +83,7 @@ pub struct NextToken {
 
 /// What handlers send the scheduler thread.
 enum Task {
-    Generate(Job),
+    Generate(Box<Job>),
     Slot(SlotAction),
 }
 
@@ -185,7 +185,7 @@ impl Scheduler {
             cancel: cancel.clone(),
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
         };
-        self.send(Task::Generate(job))?;
+        self.send(Task::Generate(Box::new(job)))?;
         Ok(JobHandle { events: rx, cancel })
     }
 
@@ -262,7 +262,7 @@ impl Worker<'_> {
 
     fn take(&mut self, task: Task) {
         match task {
-            Task::Generate(job) => self.queue.push_back(job),
+            Task::Generate(job) => self.queue.push_back(*job),
             Task::Slot(action) => self.actions.push(action),
         }
     }
