@@ -180,13 +180,20 @@ fn return_progress_reports_prompt_processing_in_streams() {
 
     // Chat streams carry it on an assistant-role chunk.
     let chat = json!({"messages": [{"role": "user", "content": prompt}], "max_tokens": 2,
-                      "stream": true, "return_progress": true});
+                      "stream": true, "return_progress": true, "timings_per_token": true});
     let ev = events(&post(srv.port, "/v1/chat/completions", &chat));
     let p: Vec<&Value> = ev
         .iter()
         .filter(|e| e["prompt_progress"].is_object())
         .collect();
     assert!(p.len() >= 2);
+    // With timings_per_token, each progress event's timings count the prompt read so far.
+    for e in &p {
+        let pp = &e["prompt_progress"];
+        let read = pp["processed"].as_u64().unwrap() - pp["cache"].as_u64().unwrap();
+        assert_eq!(e["timings"]["prompt_n"], read, "{e}");
+        assert_eq!(e["timings"]["predicted_n"], 0);
+    }
     assert_eq!(p[0]["object"], "chat.completion.chunk");
     assert_eq!(p[0]["choices"][0]["delta"]["role"], "assistant");
     assert_eq!(p[0]["choices"][0]["finish_reason"], Value::Null);

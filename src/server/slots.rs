@@ -306,11 +306,12 @@ pub enum TextStep {
 }
 
 impl Active {
-    /// The request's counts and times at `now`.
+    /// The request's counts and times at `now` (while the prompt is read, as far as it has
+    /// been read, as llama-server counts them).
     pub fn stats(&self, now: Instant) -> Stats {
         let first = self.first_token.unwrap_or(now);
         Stats {
-            n_prompt: self.job.prompt.len(),
+            n_prompt: self.prompt_done,
             n_cached: self.n_cached,
             n_predicted: self.n_decoded,
             prompt_ms: (first - self.started).as_secs_f64() * 1e3,
