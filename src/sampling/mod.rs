@@ -482,6 +482,33 @@ mod tests {
     }
 
     #[test]
+    fn sample_with_probs_reports_what_the_chain_left() {
+        let logits = [0.0, 3.0, 2.0, 1.0, -1.0];
+        // Greedy: one token left, with probability 1.
+        let greedy = SamplingParams {
+            temperature: 0.0,
+            ..Default::default()
+        };
+        let (id, dist) = Sampler::new(greedy, vocab(5)).sample_with_probs(&logits, &[]);
+        assert_eq!((id, dist), (1, vec![(1, 1.0)]));
+        // Top 2 at temperature 1: the softmax of those two, most likely first, and the draw
+        // is one of them; the same seed draws the same token as `sample`.
+        let top2 = SamplingParams {
+            temperature: 1.0,
+            top_k: 2,
+            top_p: 1.0,
+            min_p: 0.0,
+            seed: 3,
+            ..Default::default()
+        };
+        let (id, dist) = Sampler::new(top2.clone(), vocab(5)).sample_with_probs(&logits, &[]);
+        assert_eq!(dist.iter().map(|d| d.0).collect::<Vec<_>>(), vec![1, 2]);
+        let p1 = 1.0 / (1.0 + (-1.0f32).exp());
+        assert!((dist[0].1 - p1).abs() < 1e-6 && (dist[1].1 - (1.0 - p1)).abs() < 1e-6);
+        assert_eq!(id, Sampler::new(top2, vocab(5)).sample(&logits, &[]));
+    }
+
+    #[test]
     fn fixed_seed_reproduces_every_chain() {
         let base = SamplingParams {
             seed: 42,
