@@ -5,7 +5,8 @@
 //! stages several sessions' tokens into one batch ([`Session::stage`]) and verifies each
 //! session's rows with the same [`Session::verify`] the decode loop uses.
 
-use crate::backend::SeqCache;
+use crate::backend::{BackendError, SeqCache};
+use crate::kv_cache::{KvCache, KvStateError};
 use crate::model::{Batch, ForwardPlan, Model};
 use crate::sampling::Sampler;
 use crate::speculative::Speculator;
@@ -310,6 +311,83 @@ impl<'m> Session<'m> {
             batch.logits.push(logits(k));
             self.tokens.push(t);
         }
+    }
+}
+
+/// Why a session's saved state could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionStateError {
+    #[error(transparent)]
+    Cache(#[from] KvStateError),
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error("{n_tokens} tokens but {n_cached} cached positions")]
+    Mismatch { n_tokens: usize, n_cached: usize },
+    #[error("token id {0} is outside the vocabulary")]
+    Token(u32),
+}
+
+impl<'m> Session<'m> {
+    /// Writes the session's tokens (a little-endian u64 count, then u32 ids) and its cache,
+    /// each backend's part copied to the host and written in layer order
+    /// ([`KvCache::write_to`]). Returns the bytes written.
+    pub fn write_state(&self, w: &mut impl std::io::Write) -> std::io::Result<u64> {
+        w.write_all(&(self.tokens.len() as u64).to_le_bytes())?;
+        let ids: Vec<u8> = self.tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
+        w.write_all(&ids)?;
+        let mut n = 8 + ids.len() as u64;
+        for part in self.cache.parts() {
+            let host = part.to_host().map_err(std::io::Error::other)?;
+            n += host.write_to(w)?;
+        }
+        Ok(n)
+    }
+
+    /// Replaces the session's tokens and cache with what [`Session::write_state`] wrote (the
+    /// cache's shape and size are checked, and every id against the vocabulary). Returns how
+    /// many bytes were read. On an error the session is left empty.
+    pub fn read_state(&mut self, r: &mut impl std::io::Read) -> Result<u64, SessionStateError> {
+        self.truncate(0);
+        let result = self.read_state_into(r);
+        if result.is_err() {
+            self.truncate(0);
+        }
+        result
+    }
+
+    fn read_state_into(&mut self, r: &mut impl std::io::Read) -> Result<u64, SessionStateError> {
+        let mut long = [0u8; 8];
+        r.read_exact(&mut long).map_err(KvStateError::from)?;
+        let n = usize::try_from(u64::from_le_bytes(long)).unwrap_or(usize::MAX);
+        let n_ctx = self.cache.n_ctx();
+        if n > n_ctx {
+            return Err(KvStateError::TooLong { len: n, n_ctx }.into());
+        }
+        let mut ids = vec![0u8; n * 4];
+        r.read_exact(&mut ids).map_err(KvStateError::from)?;
+        let n_vocab = self.model.config.n_vocab;
+        let tokens: Vec<u32> = ids
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(SessionStateError::Token(bad));
+        }
+        let mut read = 0;
+        for part in self.cache.parts_mut() {
+            let mut host =
+                KvCache::for_layers(part.layers(), part.n_ctx(), self.model.config.kv_dim());
+            read += host.read_from(r)?;
+            part.load_host(&host)?;
+        }
+        if self.cache.len() != tokens.len() {
+            return Err(SessionStateError::Mismatch {
+                n_tokens: tokens.len(),
+                n_cached: self.cache.len(),
+            });
+        }
+        self.tokens = tokens;
+        Ok(8 + ids.len() as u64 + read)
     }
 }
 

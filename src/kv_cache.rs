@@ -4,13 +4,32 @@
 //! their model-global index. The rows are allocated zeroed and untouched, so memory is committed
 //! as positions fill, not for the whole context up front. This is the CPU backend's
 //! [`LayerCache`] and the host form every backend's cache copies to and from; a whole sequence's
-//! cache is a [`SeqCache`](crate::backend::SeqCache) of such parts.
+//! cache is a [`SeqCache`](crate::backend::SeqCache) of such parts. The filled positions can be
+//! written to a stream and read back into a cache of the same layers ([`KvCache::write_to`],
+//! [`KvCache::read_from`]).
 
 use crate::backend::{BackendError, LayerCache};
 use half::f16;
 use half::slice::HalfBitsSliceExt;
 use std::any::Any;
+use std::io::{self, Read, Write};
 use std::ops::Range;
+
+/// Why a cache could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum KvStateError {
+    #[error("cannot read the KV cache: {0}")]
+    Io(#[from] io::Error),
+    #[error("the KV cache has {got_layers} layers of {got_dim} values a position; this one has {layers} of {dim}")]
+    Shape {
+        got_layers: usize,
+        got_dim: usize,
+        layers: usize,
+        dim: usize,
+    },
+    #[error("the KV cache holds {len} positions; this one has room for {n_ctx}")]
+    TooLong { len: usize, n_ctx: usize },
+}
 
 /// Cached keys and values of one sequence for layers `first_layer..first_layer + keys.len()`.
 #[derive(Clone)]
@@ -149,6 +168,65 @@ impl KvCache {
     }
 }
 
+/// Saving and restoring a sequence (slot files).
+impl KvCache {
+    /// Writes the filled positions: the layer count, the values a position and the number of
+    /// positions (little-endian u32, u32, u64), then each layer's keys and values as f16
+    /// (little-endian). Returns the bytes written.
+    pub fn write_to(&self, w: &mut impl Write) -> io::Result<u64> {
+        let d = self.kv_dim;
+        w.write_all(&(self.keys.len() as u32).to_le_bytes())?;
+        w.write_all(&(d as u32).to_le_bytes())?;
+        w.write_all(&(self.len as u64).to_le_bytes())?;
+        let mut bytes = Vec::with_capacity(self.len * d * 2);
+        for rows in self.keys.iter().chain(&self.values) {
+            bytes.clear();
+            bytes.extend(rows[..self.len * d].iter().flat_map(|h| h.to_le_bytes()));
+            w.write_all(&bytes)?;
+        }
+        Ok(16 + (self.keys.len() * 2 * self.len * d * 2) as u64)
+    }
+
+    /// Replaces the cache's contents with what [`KvCache::write_to`] wrote, which must have
+    /// this cache's layers and row size and fit its context. Returns the bytes read. On an
+    /// error the cache is left empty.
+    pub fn read_from(&mut self, r: &mut impl Read) -> Result<u64, KvStateError> {
+        self.len = 0;
+        let mut word = [0u8; 4];
+        r.read_exact(&mut word)?;
+        let got_layers = u32::from_le_bytes(word) as usize;
+        r.read_exact(&mut word)?;
+        let got_dim = u32::from_le_bytes(word) as usize;
+        let mut long = [0u8; 8];
+        r.read_exact(&mut long)?;
+        let len = usize::try_from(u64::from_le_bytes(long)).unwrap_or(usize::MAX);
+        if got_layers != self.keys.len() || got_dim != self.kv_dim {
+            return Err(KvStateError::Shape {
+                got_layers,
+                got_dim,
+                layers: self.keys.len(),
+                dim: self.kv_dim,
+            });
+        }
+        if len > self.n_ctx {
+            return Err(KvStateError::TooLong {
+                len,
+                n_ctx: self.n_ctx,
+            });
+        }
+        let d = self.kv_dim;
+        let mut bytes = vec![0u8; len * d * 2];
+        for rows in self.keys.iter_mut().chain(self.values.iter_mut()) {
+            r.read_exact(&mut bytes)?;
+            for (h, b) in rows[..len * d].iter_mut().zip(bytes.chunks_exact(2)) {
+                *h = u16::from_le_bytes([b[0], b[1]]);
+            }
+        }
+        self.len = len;
+        Ok(16 + (self.keys.len() * 2 * len * d * 2) as u64)
+    }
+}
+
 impl LayerCache for KvCache {
     fn layers(&self) -> Range<usize> {
         KvCache::layers(self)
@@ -272,5 +350,40 @@ mod tests {
         assert!(other.load_host(&saved).is_err());
         let mut small = KvCache::for_layers(2..4, 2, 2);
         assert!(small.load_host(&saved).is_err());
+    }
+
+    #[test]
+    fn written_state_reads_back_and_wrong_shapes_are_refused() {
+        let mut c = KvCache::new(2, 8, 3);
+        for p in 0..5 {
+            for layer in 0..2 {
+                let v = (p * 10 + layer) as f32 + 0.5;
+                c.store(layer, p, &[v, -v, 1.0], &[v * 2.0, 0.25, -3.0]);
+            }
+            c.mark_filled(p);
+        }
+        let mut bytes = Vec::new();
+        let n = c.write_to(&mut bytes).unwrap();
+        assert_eq!(n, bytes.len() as u64);
+        let mut back = KvCache::new(2, 6, 3);
+        assert_eq!(back.read_from(&mut bytes.as_slice()).unwrap(), n);
+        assert_eq!(back.len(), 5);
+        for layer in 0..2 {
+            assert_eq!(back.keys(layer)[..15], c.keys(layer)[..15]);
+            assert_eq!(back.values(layer)[..15], c.values(layer)[..15]);
+        }
+        let short = KvCache::new(2, 4, 3).read_from(&mut bytes.as_slice());
+        assert!(matches!(
+            short,
+            Err(KvStateError::TooLong { len: 5, n_ctx: 4 })
+        ));
+        let other = KvCache::new(3, 8, 3).read_from(&mut bytes.as_slice());
+        assert!(matches!(other, Err(KvStateError::Shape { .. })));
+        let mut cut = KvCache::new(2, 8, 3);
+        assert!(matches!(
+            cut.read_from(&mut &bytes[..bytes.len() - 1]),
+            Err(KvStateError::Io(_))
+        ));
+        assert!(cut.is_empty());
     }
 }

@@ -106,10 +106,6 @@ fn refused_features_exit_non_zero_in_one_line_naming_the_feature() {
             "--pooling rank: this build does not support reranking",
         ),
         (
-            &["--slot-save-path", "/tmp/slots"],
-            "this build does not support saving slots",
-        ),
-        (
             &["-hf", "user/model"],
             "--hf-repo: this build does not support downloading models",
         ),

@@ -2,7 +2,7 @@
 //! complete and on disk (written, fsynced, renamed over the target, the directory fsynced), and
 //! is deleted on any error, so the target is never left half-written: a crash or `kill -9` at
 //! any point leaves either the old archive or the new one, and at worst a stale
-//! `.NAME.zipalign-PID[-N].tmp` beside it. Writes are positional; all-zero blocks are left as
+//! `.NAME.zipalign-PID[-N].tmp` beside it. The server's slot files are written the same way. Writes are positional; all-zero blocks are left as
 //! holes, as `cp` does.
 
 use std::fs::{self, File, OpenOptions, Permissions};
@@ -27,6 +27,12 @@ pub struct Output {
 impl Output {
     /// Creates the temporary file that will replace `target`.
     pub fn create(target: &Path) -> io::Result<Output> {
+        Output::create_tagged(target, "zipalign")
+    }
+
+    /// [`Output::create`] with `tag` in the temporary file's name (`.NAME.TAG-PID.tmp`), saying
+    /// which program left it.
+    pub fn create_tagged(target: &Path, tag: &str) -> io::Result<Output> {
         let dir = parent_dir(target);
         let base = target.file_name().unwrap_or_default().to_string_lossy();
         let pid = std::process::id();
@@ -37,7 +43,7 @@ impl Output {
                 0 => String::new(),
                 n => format!("-{n}"),
             };
-            let temp = dir.join(format!(".{base}.zipalign-{pid}{suffix}.tmp"));
+            let temp = dir.join(format!(".{base}.{tag}-{pid}{suffix}.tmp"));
             match private_file_options().open(&temp) {
                 Ok(file) => break (file, temp),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < MAX_ATTEMPTS => {

@@ -1,7 +1,8 @@
 //! llama-server's flags: the ones this server acts on ([`ServerArgs`]: API keys from a file,
-//! model tags, the endpoint switches, CORS, an API prefix, per-slot context) and, in
+//! model tags, the endpoint switches, CORS, an API prefix, per-slot context, static files,
+//! slot files) and, in
 //! [`FLAGS`], the ones it accepts without effect or refuses (TLS, the multi-model router,
-//! agent tools, slot files, reasoning extraction, prompt-cache tuning, ...). The older server
+//! agent tools, reasoning extraction, prompt-cache tuning, ...). The older server
 //! flags (`--host`, `--port`, `-np`, `--api-key`, `--alias`, `-to`, ...) are fields of
 //! [`super::Cli`].
 
@@ -99,6 +100,16 @@ pub struct ServerArgs {
     )]
     pub kv_per_slot: Option<usize>,
 
+    /// Serve the files of this directory (under --api-prefix); `/` is its index.html, in place
+    /// of the built-in chat page. Empty: none.
+    #[arg(long = "path", value_name = "PATH", env = "LLAMA_ARG_STATIC_PATH")]
+    pub static_path: Option<std::path::PathBuf>,
+
+    /// Directory where POST /slots/ID?action=save writes slot files and action=restore reads
+    /// them (default: slot actions are off).
+    #[arg(long = "slot-save-path", value_name = "PATH")]
+    pub slot_save_path: Option<std::path::PathBuf>,
+
     /// The switches above after their environment variables (set by [`ServerArgs::resolve`]).
     #[arg(skip)]
     pub switches: Switches,
@@ -142,7 +153,11 @@ impl ServerArgs {
         (self.cors_credentials, self.no_cors_credentials) =
             (sw.cors_credentials, !sw.cors_credentials);
         if let Some(p) = &self.api_prefix {
-            if !p.is_empty() && (!p.starts_with('/') || p.ends_with('/')) {
+            if !p.is_empty()
+                && (!p.starts_with('/')
+                    || p.ends_with('/')
+                    || !p.bytes().all(|b| b.is_ascii_graphic()))
+            {
                 return Err(format!(
                     "--api-prefix {p}: expected a path starting with / and without a trailing /"
                 ));
@@ -191,18 +206,6 @@ pub const FLAGS: &[Flag] = &[
         &[],
         Some("LLAMA_ARG_REUSE_PORT"),
         Effect::Refused("sharing a port between processes (SO_REUSEPORT)"),
-    ),
-    valued(
-        &["path"],
-        &[],
-        "PATH",
-        Check::Text,
-        Some("LLAMA_ARG_STATIC_PATH"),
-        Effect::NoOpIf(
-            empty,
-            "an empty path",
-            "serving static files from a directory",
-        ),
     ),
     valued(
         &["ssl-key-file"],
@@ -307,14 +310,6 @@ pub const FLAGS: &[Flag] = &[
         Check::Int,
         Some("LLAMA_ARG_SSE_PING_INTERVAL"),
         Effect::NoOp("streams carry an event for every token; no pings are sent"),
-    ),
-    valued(
-        &["slot-save-path"],
-        &[],
-        "PATH",
-        Check::Text,
-        None,
-        Effect::Refused("saving slots to files"),
     ),
     valued(
         &["models-dir"],

@@ -62,6 +62,11 @@ const MIN_TOKENS_PER_THREAD: usize = 8;
 pub fn matmul(w: &QMat, x: &[f32], n: usize, out: &mut [f32]) {
     assert_eq!(x.len(), n * w.cols, "matmul: activation shape");
     assert_eq!(out.len(), n * w.rows, "matmul: output shape");
+    if n == 0 {
+        // No rows (a forward pass that asks for no logits: a prompt chunk that does not end
+        // its prompt).
+        return;
+    }
     let act_ty = w.ty.vec_dot_type();
     let act_row = act_ty.block_bytes() * (w.cols / act_ty.block_elems());
     let mut qx = vec![0u8; n * act_row];

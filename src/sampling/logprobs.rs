@@ -1,5 +1,7 @@
 //! Log-probabilities for the API's `logprobs` / `top_logprobs` / `n_probs`: the chosen token's
-//! and the most likely tokens' log-softmax under the model's raw logits (before any sampler).
+//! and the most likely tokens' log-softmax under the model's raw logits (before any sampler),
+//! or, for llama-server's `post_sampling_probs`, the same read from the distribution the
+//! sampler chain left ([`after_sampling`]).
 
 /// One token's log-probability.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -48,6 +50,30 @@ pub fn step(logits: &[f32], chosen: u32, top_n: usize) -> StepLogprobs {
     }
 }
 
+/// The chosen token's and the `top_n` most likely tokens' log-probabilities under the
+/// distribution a sampler chain left (`candidates`: ids and probabilities, most likely first).
+/// Tokens the chain removed have probability 0 (logprob `-inf`); the top list holds only
+/// tokens with a probability above 0, so it may be shorter than `top_n`, as in llama-server.
+pub fn after_sampling(candidates: &[(u32, f32)], chosen: u32, top_n: usize) -> StepLogprobs {
+    let lp = |id: u32, p: f32| TokenLogprob {
+        id,
+        logprob: p.ln(),
+    };
+    let p_chosen = candidates
+        .iter()
+        .find(|(id, _)| *id == chosen)
+        .map_or(0.0, |&(_, p)| p);
+    StepLogprobs {
+        chosen: lp(chosen, p_chosen),
+        top: candidates
+            .iter()
+            .take(top_n)
+            .take_while(|(_, p)| *p > 0.0)
+            .map(|&(id, p)| lp(id, p))
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,5 +87,19 @@ mod tests {
         assert_eq!(s.top.iter().map(|t| t.id).collect::<Vec<_>>(), vec![0, 1]);
         assert!((s.top[0].logprob - 0.5f32.ln()).abs() < 1e-6);
         assert!(step(&logits, 0, 0).top.is_empty());
+    }
+
+    #[test]
+    fn after_sampling_reads_the_chains_distribution() {
+        let cands = [(7, 0.75f32), (3, 0.25), (9, 0.0)];
+        let s = after_sampling(&cands, 3, 5);
+        assert!((s.chosen.logprob.exp() - 0.25).abs() < 1e-6);
+        // The zero-probability candidate is left out: fewer than top_n.
+        assert_eq!(s.top.iter().map(|t| t.id).collect::<Vec<_>>(), vec![7, 3]);
+        assert_eq!(
+            after_sampling(&cands, 1, 1).chosen.logprob,
+            f32::NEG_INFINITY
+        );
+        assert_eq!(after_sampling(&cands, 1, 1).top.len(), 1);
     }
 }

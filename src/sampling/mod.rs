@@ -228,6 +228,10 @@ pub struct Sampler {
     breakers: dry::Breakers,
     mirostat: mirostat::Mirostat,
     matcher: Option<grammar::Matcher>,
+    /// Set while [`Sampler::sample_with_probs`] runs: the chain keeps what it left.
+    capture: bool,
+    /// The candidates the last chain run left, with their probabilities, most likely first.
+    captured: Vec<(u32, f32)>,
 }
 
 impl Sampler {
@@ -251,6 +255,8 @@ impl Sampler {
             breakers,
             mirostat,
             matcher,
+            capture: false,
+            captured: Vec::new(),
         }
     }
 
@@ -285,6 +291,25 @@ impl Sampler {
         let id = self.run_chain(&masked, history);
         self.grammar_accept(id);
         id
+    }
+
+    /// [`Sampler::sample`], also returning the candidates the chain left at the end and their
+    /// probabilities (the distribution the token was drawn from), most likely first.
+    pub fn sample_with_probs(&mut self, logits: &[f32], history: &[u32]) -> (u32, Vec<(u32, f32)>) {
+        self.capture = true;
+        let id = self.sample(logits, history);
+        self.capture = false;
+        (id, std::mem::take(&mut self.captured))
+    }
+
+    /// Keeps the final candidates' probabilities when [`Sampler::sample_with_probs`] asked.
+    fn keep_final(&mut self, c: &Candidates) {
+        if !self.capture {
+            return;
+        }
+        let mut out: Vec<(u32, f32)> = c.ids().into_iter().zip(c.probs()).collect();
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        self.captured = out;
     }
 
     /// Sets the logits of tokens the grammar rejects to `-inf`; false when none is left.
@@ -366,7 +391,9 @@ impl Sampler {
             penalties::apply(&mut c, recent, pens);
             temperature::apply(&mut c, temp);
             let n_vocab = self.vocab.n_vocab().max(logits.len());
-            return self.mirostat.sample(&mut c, n_vocab, &mut self.rng);
+            let id = self.mirostat.sample(&mut c, n_vocab, &mut self.rng);
+            self.keep_final(&c);
+            return id;
         }
         // Greedy: samplers that always keep the most likely token can be skipped.
         let greedy = p.temperature <= 0.0 && p.dynatemp_range <= 0.0;
@@ -398,6 +425,7 @@ impl Sampler {
                 _ => {}
             }
         }
+        self.keep_final(&c);
         if c.len() == 1 {
             return c.items[0].id;
         }
@@ -451,6 +479,33 @@ mod tests {
             history.push(t);
         }
         history
+    }
+
+    #[test]
+    fn sample_with_probs_reports_what_the_chain_left() {
+        let logits = [0.0, 3.0, 2.0, 1.0, -1.0];
+        // Greedy: one token left, with probability 1.
+        let greedy = SamplingParams {
+            temperature: 0.0,
+            ..Default::default()
+        };
+        let (id, dist) = Sampler::new(greedy, vocab(5)).sample_with_probs(&logits, &[]);
+        assert_eq!((id, dist), (1, vec![(1, 1.0)]));
+        // Top 2 at temperature 1: the softmax of those two, most likely first, and the draw
+        // is one of them; the same seed draws the same token as `sample`.
+        let top2 = SamplingParams {
+            temperature: 1.0,
+            top_k: 2,
+            top_p: 1.0,
+            min_p: 0.0,
+            seed: 3,
+            ..Default::default()
+        };
+        let (id, dist) = Sampler::new(top2.clone(), vocab(5)).sample_with_probs(&logits, &[]);
+        assert_eq!(dist.iter().map(|d| d.0).collect::<Vec<_>>(), vec![1, 2]);
+        let p1 = 1.0 / (1.0 + (-1.0f32).exp());
+        assert!((dist[0].1 - p1).abs() < 1e-6 && (dist[1].1 - (1.0 - p1)).abs() < 1e-6);
+        assert_eq!(id, Sampler::new(top2, vocab(5)).sample(&logits, &[]));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! choice in order of `index`.
 
 use super::error::ApiError;
-use super::generation::{prob_json, Shape};
+use super::generation::{Extras, Shape};
 use super::response::{Responder, Response};
 use super::scheduler::JobHandle;
 use super::slots::{Event, GenParams, Summary};
@@ -42,6 +42,7 @@ pub fn run<S: Shape>(
     stream: bool,
     shapes: Vec<S>,
 ) -> Result<(), ApiError> {
+    let extras = Extras::of(&params);
     let mut choices = Vec::with_capacity(shapes.len());
     for (i, shape) in shapes.into_iter().enumerate() {
         let mut p = params.clone();
@@ -96,15 +97,26 @@ pub fn run<S: Shape>(
             };
             got = true;
             match ev {
+                Event::Progress { progress, stats } => {
+                    if let Some(s) = sse.as_mut() {
+                        let mut chunk = extras.progress(&mut c.shape, &progress, &stats);
+                        set_index(&mut chunk, i);
+                        if s.json(&chunk).is_err() {
+                            return Ok(());
+                        }
+                    }
+                }
                 Event::Text {
                     text,
                     tokens,
                     probs,
+                    stats,
                 } => {
-                    let probs: Vec<Value> = probs.iter().map(|p| prob_json(tok, p)).collect();
+                    let probs = extras.probs(tok, &probs);
                     match sse.as_mut() {
                         Some(s) => {
-                            let mut chunk = c.shape.chunk(&text, &tokens, &probs);
+                            let mut chunk =
+                                extras.chunk(&mut c.shape, &text, &tokens, &probs, &stats);
                             set_index(&mut chunk, i);
                             if s.json(&chunk).is_err() {
                                 return Ok(());
@@ -143,7 +155,7 @@ pub fn run<S: Shape>(
         }
     }
     let summaries: Vec<&Summary> = choices.iter().filter_map(|c| c.summary.as_ref()).collect();
-    let completion: usize = summaries.iter().map(|s| s.n_predicted).sum();
+    let completion: usize = summaries.iter().map(|s| s.stats.n_predicted).sum();
     match sse {
         Some(mut s) => {
             if let Some(mut u) = usage_chunk {

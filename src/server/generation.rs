@@ -8,7 +8,7 @@ use super::error::ApiError;
 use super::json::kind;
 use super::json::Obj;
 use super::response::{Responder, Response};
-use super::slots::{Event, GenParams, Summary};
+use super::slots::{Event, GenParams, Progress, Stats, Summary};
 use super::State;
 use crate::sampling::grammar::{json_schema, JSON_OBJECT_GBNF};
 use crate::sampling::logprobs::StepLogprobs;
@@ -28,6 +28,11 @@ pub trait Shape {
     /// One stream event for new text.
     /// `probs` holds one [`prob_json`] entry per token when log-probabilities were asked for.
     fn chunk(&mut self, text: &str, tokens: &[u32], probs: &[Value]) -> Value;
+    /// A stream event for prompt progress (llama-server's `return_progress`); the caller adds
+    /// `prompt_progress`.
+    fn progress(&mut self) -> Value {
+        self.chunk("", &[], &[])
+    }
     /// The last stream events.
     fn closing(&mut self, summary: &Summary) -> Vec<Value>;
     /// The body of a non-streamed response.
@@ -310,6 +315,28 @@ pub fn bounded_n_predict(request: i64, server: i64) -> i64 {
     }
 }
 
+/// llama-server's `n_probs` (its alias `logprobs` where the endpoint has no `logprobs` of its
+/// own: `alias`): how many alternatives each token reports (`None`: no probabilities).
+pub fn n_probs(o: &Obj, alias: Option<&str>) -> Result<Option<usize>, ApiError> {
+    let mut n = o.int_in("n_probs", 0..=100)?;
+    if n.is_none() {
+        if let Some(alias) = alias {
+            n = o.int_in(alias, 0..=100)?;
+        }
+    }
+    Ok(n.filter(|&n| n > 0).map(|n| n as usize))
+}
+
+/// The request fields that add to a generation's events, as llama-server reads them on every
+/// endpoint: `post_sampling_probs`, `timings_per_token` and `return_progress` (which only
+/// streams carry).
+pub fn read_extras(o: &Obj, stream: bool, p: &mut GenParams) -> Result<(), ApiError> {
+    p.post_sampling_probs = o.bool("post_sampling_probs")?.unwrap_or(false);
+    p.timings_per_token = o.bool("timings_per_token")?.unwrap_or(false);
+    p.return_progress = o.bool("return_progress")?.unwrap_or(false) && stream;
+    Ok(())
+}
+
 /// A fresh seed from the clock (seed -1 asks for one).
 pub fn random_seed() -> u64 {
     let t = std::time::SystemTime::now()
@@ -345,6 +372,7 @@ pub fn run(
     stream: bool,
     shape: &mut dyn Shape,
 ) -> Result<(), ApiError> {
+    let extras = Extras::of(&params);
     let job = state.scheduler.submit(prompt, params)?;
     let tok = &state.loaded.tokenizer;
     let mut text = String::new();
@@ -389,15 +417,25 @@ pub fn run(
             }
         }
         match ev {
+            Event::Progress { progress, stats } => {
+                if let Some(s) = sse.as_mut() {
+                    if s.json(&extras.progress(shape, &progress, &stats)).is_err() {
+                        return Ok(());
+                    }
+                }
+            }
             Event::Text {
                 text: t,
                 tokens: ids,
                 probs,
+                stats,
             } => {
-                let probs: Vec<Value> = probs.iter().map(|p| prob_json(tok, p)).collect();
+                let probs = extras.probs(tok, &probs);
                 match sse.as_mut() {
                     Some(s) => {
-                        if s.json(&shape.chunk(&t, &ids, &probs)).is_err() {
+                        if s.json(&extras.chunk(shape, &t, &ids, &probs, &stats))
+                            .is_err()
+                        {
                             return Ok(());
                         }
                     }
@@ -433,26 +471,93 @@ pub fn run(
     }
 }
 
+/// What a request asked to be added to its events: llama-server's `timings_per_token` and
+/// `post_sampling_probs`.
+#[derive(Clone, Copy, Debug)]
+pub struct Extras {
+    pub timings_per_token: bool,
+    pub post_sampling_probs: bool,
+}
+
+impl Extras {
+    pub fn of(p: &GenParams) -> Extras {
+        Extras {
+            timings_per_token: p.timings_per_token,
+            post_sampling_probs: p.post_sampling_probs,
+        }
+    }
+
+    /// Each token's entry of `completion_probabilities` / `logprobs.content`.
+    pub fn probs(&self, tok: &Tokenizer, probs: &[StepLogprobs]) -> Vec<Value> {
+        probs
+            .iter()
+            .map(|p| prob_json(tok, p, self.post_sampling_probs))
+            .collect()
+    }
+
+    /// The stream event for new text, with `timings` when asked for.
+    pub fn chunk(
+        &self,
+        shape: &mut dyn Shape,
+        text: &str,
+        tokens: &[u32],
+        probs: &[Value],
+        stats: &Stats,
+    ) -> Value {
+        let mut v = shape.chunk(text, tokens, probs);
+        if self.timings_per_token {
+            v["timings"] = timings(stats);
+        }
+        v
+    }
+
+    /// The stream event for prompt progress.
+    pub fn progress(&self, shape: &mut dyn Shape, p: &Progress, stats: &Stats) -> Value {
+        let mut v = shape.progress();
+        if self.timings_per_token {
+            v["timings"] = timings(stats);
+        }
+        v["prompt_progress"] = json!({
+            "total": p.total,
+            "cache": p.cache,
+            "processed": p.processed,
+            "time_ms": p.time_ms,
+        });
+        v
+    }
+}
+
 /// One token's log-probabilities as llama.cpp's `completion_probabilities` entries and
 /// OpenAI's `logprobs.content` entries write them: `id`, `token`, `logprob`, `bytes` and
-/// `top_logprobs`.
-pub fn prob_json(tok: &Tokenizer, p: &StepLogprobs) -> Value {
+/// `top_logprobs`; with `post_sampling` (llama-server's `post_sampling_probs`), probabilities
+/// after the sampler chain: `prob` and `top_probs` instead.
+pub fn prob_json(tok: &Tokenizer, p: &StepLogprobs, post_sampling: bool) -> Value {
+    let (value_key, top_key) = if post_sampling {
+        ("prob", "top_probs")
+    } else {
+        ("logprob", "top_logprobs")
+    };
     let entry = |id: u32, logprob: f32| {
         let bytes = tok.token_to_piece(id, false);
+        let value = if post_sampling {
+            logprob.exp()
+        } else {
+            logprob
+        };
         json!({
             "id": id,
             "token": String::from_utf8_lossy(bytes),
-            "logprob": logprob,
+            value_key: value,
             "bytes": bytes,
         })
     };
     let mut v = entry(p.chosen.id, p.chosen.logprob);
-    v["top_logprobs"] = p.top.iter().map(|t| entry(t.id, t.logprob)).collect();
+    v[top_key] = p.top.iter().map(|t| entry(t.id, t.logprob)).collect();
     v
 }
 
 /// llama.cpp's `timings` object.
-pub fn timings(s: &Summary) -> Value {
+pub fn timings(s: &Stats) -> Value {
     let evaluated = (s.n_prompt - s.n_cached) as f64;
     let per = |n: f64, ms: f64| if n > 0.0 { ms / n } else { 0.0 };
     let rate = |n: f64, ms: f64| if ms > 0.0 { 1e3 * n / ms } else { 0.0 };
@@ -476,7 +581,7 @@ pub fn timings(s: &Summary) -> Value {
 }
 
 /// OpenAI's `usage` object.
-pub fn usage(s: &Summary) -> Value {
+pub fn usage(s: &Stats) -> Value {
     json!({
         "prompt_tokens": s.n_prompt,
         "completion_tokens": s.n_predicted,

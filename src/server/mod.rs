@@ -14,6 +14,7 @@
 mod admission;
 mod base64;
 mod choices;
+mod conn;
 mod cors;
 mod embeddings;
 mod error;
@@ -27,9 +28,12 @@ mod openai;
 mod response;
 mod routes;
 mod scheduler;
+mod slot_actions;
+mod slot_file;
 mod slots;
 mod socket;
 mod sse;
+mod static_files;
 mod webui;
 
 pub use error::ApiError;
@@ -42,10 +46,11 @@ use crate::cli::Cli;
 use crate::sampling::SamplingParams;
 use admission::{Admission, Ticket};
 use anyhow::{bail, Context, Result};
+use conn::{Conn, Listener};
 use http::{Limits, RequestReader};
 use response::Responder;
 use std::io::Write;
-use std::net::{IpAddr, TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::sync::mpsc::{sync_channel, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -106,6 +111,11 @@ pub struct ServerConfig {
     /// `-b`, the logical batch: `/infill` sizes its prefix and suffix from it, as llama-server
     /// does.
     pub batch_size: usize,
+    /// Where slot files are saved and restored (`--slot-save-path`; `None`: slot actions are
+    /// off).
+    pub slot_save_path: Option<std::path::PathBuf>,
+    /// Static files served in place of the chat page (`--path`; `None`: the chat page).
+    pub static_path: Option<std::path::PathBuf>,
 }
 
 /// What every handler sees.
@@ -152,8 +162,10 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
     if hosts.is_empty() {
         bail!("--host: give at least one address");
     }
-    if let Some(sock) = hosts.iter().find(|h| h.ends_with(".sock")) {
-        bail!("--host {sock}: this build does not support listening on a UNIX socket");
+    if !cfg!(unix) {
+        if let Some(sock) = hosts.iter().find(|h| is_unix_socket(h)) {
+            bail!("--host {sock}: UNIX sockets exist on Unix only");
+        }
     }
     let workers = cli.http_workers();
     let sw = cli.srv.switches;
@@ -196,7 +208,19 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
         pooling: cli.emb.pooling_type,
         spm_infill: cli.emb.spm_infill,
         batch_size: cli.batch_size.max(1),
+        slot_save_path: directory(cli.srv.slot_save_path.as_deref(), "--slot-save-path")?,
+        static_path: directory(cli.srv.static_path.as_deref(), "--path")?,
     })
+}
+
+/// A directory flag's value, which must name a directory (`None` or empty: not given).
+fn directory(path: Option<&std::path::Path>, flag: &str) -> Result<Option<std::path::PathBuf>> {
+    match path {
+        None => Ok(None),
+        Some(p) if p.as_os_str().is_empty() => Ok(None),
+        Some(p) if p.is_dir() => Ok(Some(p.to_path_buf())),
+        Some(p) => bail!("{flag} {}: not a directory", p.display()),
+    }
 }
 
 /// The keys of `--api-key` (comma-separated) and `--api-key-file` (one a line, `#` comments).
@@ -251,6 +275,37 @@ pub fn serve_from_cli(cli: &Cli, loaded: Loaded, model_name: &str, n_ctx: usize)
     serve(loaded, config, template, draft)
 }
 
+/// A `--host` value that names a UNIX socket (a path ending in `.sock`, as llama-server
+/// tells them apart).
+fn is_unix_socket(host: &str) -> bool {
+    host.ends_with(".sock")
+}
+
+/// Listens on every address of `hosts`: TCP ones on `port` (the first may move up to 10 ports
+/// on when it is taken, and the others then use the port it got), UNIX sockets at their paths.
+fn listen(hosts: &[String], port: u16) -> Result<Vec<Listener>> {
+    let mut port = port;
+    let mut first_tcp = true;
+    let mut out = Vec::new();
+    for host in hosts {
+        if is_unix_socket(host) {
+            let l = Listener::unix(std::path::Path::new(host))
+                .with_context(|| format!("cannot listen on the UNIX socket {host}"))?;
+            out.push(l);
+        } else if first_tcp {
+            let l = bind(host, port)?;
+            port = l.local_addr()?.port();
+            first_tcp = false;
+            out.push(Listener::Tcp(l));
+        } else {
+            let l = TcpListener::bind((host.as_str(), port))
+                .with_context(|| format!("cannot listen on {host}:{port}"))?;
+            out.push(Listener::Tcp(l));
+        }
+    }
+    Ok(out)
+}
+
 /// Binds `host:port`, or the next free port up to `port + 10` when it is taken.
 pub fn bind(host: &str, port: u16) -> Result<TcpListener> {
     let tries = if port == 0 { 1 } else { 11 };
@@ -285,19 +340,13 @@ pub fn serve(
             })
         }
     };
-    let listener = bind(&config.hosts[0], config.port)?;
-    let addr = listener.local_addr()?;
-    // Further addresses listen on the port the first one got.
-    let mut more = Vec::new();
-    for host in &config.hosts[1..] {
-        let l = TcpListener::bind((host.as_str(), addr.port()))
-            .with_context(|| format!("cannot listen on {host}:{}", addr.port()))?;
-        more.push(l);
-    }
-    let loopback = addr.ip().is_loopback()
-        && more
-            .iter()
-            .all(|l| l.local_addr().is_ok_and(|a| a.ip().is_loopback()));
+    let listeners = listen(&config.hosts, config.port)?;
+    // Bound to loopback only (UNIX sockets are local): browser requests must name this machine.
+    let loopback = listeners.iter().all(|l| match l {
+        Listener::Tcp(t) => t.local_addr().is_ok_and(|a| a.ip().is_loopback()),
+        #[cfg(unix)]
+        Listener::Unix(..) => true,
+    });
     let loaded = Arc::new(loaded);
     let metrics = Arc::new(Metrics::default());
     let scheduler = Scheduler::start(
@@ -322,22 +371,21 @@ pub fn serve(
         started: openai::now(),
         config,
     });
-    let shown: IpAddr = if addr.ip().is_unspecified() {
-        IpAddr::from([127, 0, 0, 1])
-    } else {
-        addr.ip()
-    };
-    let url = match shown {
-        IpAddr::V6(ip) => format!("http://[{ip}]:{}/", addr.port()),
-        IpAddr::V4(ip) => format!("http://{ip}:{}/", addr.port()),
-    };
+    let urls = listeners
+        .iter()
+        .map(Listener::url)
+        .collect::<std::io::Result<Vec<_>>>()?;
     println!(
-        "llamafile: server listening on {url} ({} slots of {} tokens)",
-        state.config.n_slots, state.config.n_ctx_slot
+        "llamafile: server listening on {} ({} slots of {} tokens)",
+        urls.join(", "),
+        state.config.n_slots,
+        state.config.n_ctx_slot
     );
     std::io::stdout().flush()?;
     if state.config.open_browser {
-        open_browser(&url);
+        if let Some(url) = urls.iter().find(|u| u.starts_with("http")) {
+            open_browser(url);
+        }
     }
 
     let workers = state.config.http_threads.max(1);
@@ -367,30 +415,31 @@ pub fn serve(
             })
             .context("cannot start the HTTP workers")?;
     }
-    for l in more {
+    let mut listeners = listeners.into_iter();
+    let first = listeners.next().context("no address to listen on")?;
+    for l in listeners {
         let (admission, tx) = (admission.clone(), tx.clone());
         std::thread::Builder::new()
             .name("accept".into())
             .spawn(move || accept_loop(&l, &admission, &tx))
             .context("cannot start a listener")?;
     }
-    accept_loop(&listener, &admission, &tx)
+    accept_loop(&first, &admission, &tx)
 }
 
 /// Accepts connections on `listener` and hands them to the workers through `tx`, refusing
 /// those over an address's share or beyond the queue.
 fn accept_loop(
-    listener: &TcpListener,
+    listener: &Listener,
     admission: &Admission,
     tx: &std::sync::mpsc::SyncSender<Accepted>,
 ) -> Result<()> {
-    for conn in listener.incoming() {
-        let Ok(stream) = conn else { continue };
-        let at = Instant::now();
-        let Ok(peer) = stream.peer_addr() else {
+    loop {
+        let Ok((stream, peer)) = listener.accept() else {
             continue;
         };
-        let Some(ticket) = admission.admit(peer.ip()) else {
+        let at = Instant::now();
+        let Some(ticket) = admission.admit(peer) else {
             refuse_busy(
                 stream,
                 &format!(
@@ -409,18 +458,17 @@ fn accept_loop(
             Err(TrySendError::Disconnected(_)) => bail!("the HTTP workers have stopped"),
         }
     }
-    Ok(())
 }
 
 /// A connection on its way to a worker, with its address's ticket and when it was accepted.
 struct Accepted {
-    stream: TcpStream,
+    stream: Conn,
     ticket: Ticket,
     at: Instant,
 }
 
 /// Answers 503 with `message` to a connection that is not served.
-fn refuse_busy(stream: TcpStream, message: &str) {
+fn refuse_busy(stream: Conn, message: &str) {
     let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
     let unread = stream.try_clone();
     let e = ApiError::unavailable(message);
@@ -442,7 +490,7 @@ static LINGERING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsiz
 /// [`linger`] off the accept loop, so the 503 reaches a client whose request is still unread
 /// instead of a connection reset; beyond [`MAX_LINGERING`] at once the connection is closed
 /// at once (a flood of refused clients must not cost a thread each).
-fn linger_in_background(stream: TcpStream) {
+fn linger_in_background(stream: Conn) {
     use std::sync::atomic::Ordering;
     if LINGERING.fetch_add(1, Ordering::AcqRel) >= MAX_LINGERING {
         LINGERING.fetch_sub(1, Ordering::AcqRel);
@@ -460,8 +508,8 @@ fn linger_in_background(stream: TcpStream) {
 }
 
 /// Serves the requests of one connection, accepted at `accepted`, until it closes or errs.
-fn serve_connection(state: &State, stream: TcpStream, accepted: Instant) {
-    let _ = stream.set_nodelay(true);
+fn serve_connection(state: &State, stream: Conn, accepted: Instant) {
+    stream.set_nodelay();
     let _ = stream.set_write_timeout(Some(state.config.limits.write_timeout));
     let Ok(mut writer) = stream.try_clone() else {
         return;
@@ -499,7 +547,7 @@ fn serve_connection(state: &State, stream: TcpStream, accepted: Instant) {
 /// After an error answered before the request was read in full: stop sending, then read and
 /// discard what the client is still sending for a moment, so that closing does not reset the
 /// connection before the client has read the answer.
-fn linger(stream: &TcpStream) {
+fn linger(stream: &Conn) {
     use std::io::Read;
     let _ = stream.shutdown(std::net::Shutdown::Write);
     let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));

@@ -97,13 +97,15 @@ pub(super) fn complete(
         cache_prompt: o.bool("cache_prompt")?.unwrap_or(state.config.cache_prompt),
         ignore_eos: o.bool("ignore_eos")?.unwrap_or(false),
         n_keep: o.int_in("n_keep", -1..=i64::from(u32::MAX))?,
-        n_probs: match o.int_in("n_probs", 0..=100)?.unwrap_or(0) {
-            0 => None,
-            n => Some(n as usize),
-        },
+        n_probs: generation::n_probs(o, Some("logprobs"))?,
         sampling,
+        post_sampling_probs: false,
+        timings_per_token: false,
+        return_progress: false,
     };
     let stream = o.bool("stream")?.unwrap_or(false);
+    let mut params = params;
+    generation::read_extras(o, stream, &mut params)?;
     let return_tokens = o.bool("return_tokens")?.unwrap_or(false);
     check_prompt(state, &prompt, field)?;
     let mut shape = NativeShape {
@@ -148,6 +150,8 @@ fn settings(p: &GenParams, n_ctx: usize) -> Value {
         "ignore_eos": p.ignore_eos,
         "cache_prompt": p.cache_prompt,
         "n_keep": p.n_keep.unwrap_or(0),
+        "timings_per_token": p.timings_per_token,
+        "post_sampling_probs": p.post_sampling_probs,
     })
 }
 
@@ -170,15 +174,15 @@ impl NativeShape {
             "id_slot": s.slot,
             "stop": true,
             "model": self.model,
-            "tokens_predicted": s.n_predicted,
-            "tokens_evaluated": s.n_prompt,
-            "tokens_cached": s.n_cached,
+            "tokens_predicted": s.stats.n_predicted,
+            "tokens_evaluated": s.stats.n_prompt,
+            "tokens_cached": s.stats.n_cached,
             "generation_settings": self.settings,
             "has_new_line": content.contains('\n'),
             "truncated": false,
             "stop_type": s.finish.stop_type(),
             "stopping_word": stopping_word,
-            "timings": timings(s),
+            "timings": timings(&s.stats),
         });
         if !probs.is_empty() {
             v["completion_probabilities"] = Value::from(probs.to_vec());
@@ -318,16 +322,27 @@ pub fn set_props(state: &State, body: &[u8]) -> Result<Response, ApiError> {
     Ok(Response::json(200, &json!({ "success": true })))
 }
 
+/// The seed llama-server shows for "a random seed each request" (`-s -1`): its
+/// `LLAMA_DEFAULT_SEED`, 0xFFFFFFFF.
+const RANDOM_SEED_SHOWN: u64 = u32::MAX as u64;
+
 /// The generation settings of a request that sets none.
 fn default_params(state: &State) -> GenParams {
+    let mut sampling = state.config.sampling.clone();
+    if state.config.seed_random {
+        sampling.seed = RANDOM_SEED_SHOWN;
+    }
     GenParams {
-        sampling: state.config.sampling.clone(),
+        sampling,
         n_predict: state.config.n_predict,
         stop: Vec::new(),
         cache_prompt: state.config.cache_prompt,
         ignore_eos: false,
         n_probs: None,
         n_keep: Some(state.config.n_keep),
+        post_sampling_probs: false,
+        timings_per_token: false,
+        return_progress: false,
     }
 }
 

@@ -139,21 +139,31 @@ fn gen_params(
     o: &Obj,
     default_max: i64,
     n_probs: Option<usize>,
+    stream: bool,
 ) -> Result<GenParams, ApiError> {
     let sampling = sampling_params(o, state)?;
     let max = match o.int_in("max_completion_tokens", 1..=1 << 30)? {
         Some(n) => n,
         None => o.int_in("max_tokens", 1..=1 << 30)?.unwrap_or(default_max),
     };
-    Ok(GenParams {
+    let mut p = GenParams {
         sampling,
         n_predict: generation::bounded_n_predict(max, state.config.n_predict),
         stop: o.stop("stop")?,
         cache_prompt: o.bool("cache_prompt")?.unwrap_or(state.config.cache_prompt),
         ignore_eos: o.bool("ignore_eos")?.unwrap_or(false),
         n_keep: o.int_in("n_keep", -1..=i64::from(u32::MAX))?,
-        n_probs,
-    })
+        // llama-server reads its own `n_probs` on these endpoints too.
+        n_probs: match n_probs {
+            Some(n) => Some(n),
+            None => generation::n_probs(o, None)?,
+        },
+        post_sampling_probs: false,
+        timings_per_token: false,
+        return_progress: false,
+    };
+    generation::read_extras(o, stream, &mut p)?;
+    Ok(p)
 }
 
 /// Chat's `logprobs` (a boolean) and `top_logprobs` (0 to 20).
@@ -198,7 +208,7 @@ pub fn chat_completions(state: &State, body: &[u8], rsp: &mut Responder) -> Resu
     let n = n_choices(&o)?;
     let messages = parse_messages(&o)?;
     let stream = o.bool("stream")?.unwrap_or(false);
-    let params = gen_params(state, &o, -1, chat_logprobs(&o)?)?;
+    let params = gen_params(state, &o, -1, chat_logprobs(&o)?, stream)?;
     let usage_in_stream = include_usage(&o)?;
     let text = state
         .template
@@ -249,9 +259,13 @@ impl Shape for ChatShape {
         self.chunk_with_probs(json!({ "content": text }), None, probs)
     }
 
+    fn progress(&mut self) -> Value {
+        self.chunk_with(json!({ "role": "assistant", "content": null }), None)
+    }
+
     fn closing(&mut self, s: &Summary) -> Vec<Value> {
         let mut last = self.chunk_with(json!({}), Some(s.finish.openai()));
-        last["timings"] = timings(s);
+        last["timings"] = timings(&s.stats);
         let mut out = vec![last];
         if self.usage_in_stream {
             out.push(json!({
@@ -261,7 +275,7 @@ impl Shape for ChatShape {
                 "model": self.model,
                 "system_fingerprint": FINGERPRINT,
                 "choices": [],
-                "usage": usage(s),
+                "usage": usage(&s.stats),
             }));
         }
         out
@@ -280,8 +294,8 @@ impl Shape for ChatShape {
                 "logprobs": chat_probs(probs),
                 "finish_reason": s.finish.openai(),
             }],
-            "usage": usage(s),
-            "timings": timings(s),
+            "usage": usage(&s.stats),
+            "timings": timings(&s.stats),
         })
     }
 
@@ -325,7 +339,7 @@ pub fn completions(state: &State, body: &[u8], rsp: &mut Responder) -> Result<()
     };
     let stream = o.bool("stream")?.unwrap_or(false);
     // OpenAI's default for this endpoint.
-    let params = gen_params(state, &o, 16, completion_logprobs(&o)?)?;
+    let params = gen_params(state, &o, 16, completion_logprobs(&o)?, stream)?;
     let usage_in_stream = include_usage(&o)?;
     check_prompt(state, &prompt, "prompt")?;
     let shape = CompletionShape {
@@ -351,9 +365,14 @@ struct CompletionShape {
 impl CompletionShape {
     /// The legacy `logprobs` object: parallel lists of tokens, their log-probabilities, the
     /// alternatives as `{token: logprob}` maps, and each token's byte offset in the text.
+    /// Probabilities after sampling (`post_sampling_probs`, entries with `prob`) have no place
+    /// in it: they come as llama-server writes them, `{"content": [...]}`.
     fn legacy_probs(&mut self, probs: &[Value]) -> Value {
         if probs.is_empty() {
             return Value::Null;
+        }
+        if probs[0].get("prob").is_some() {
+            return json!({ "content": probs });
         }
         let mut offsets = Vec::with_capacity(probs.len());
         for p in probs {
@@ -401,11 +420,11 @@ impl Shape for CompletionShape {
         let mut last = self.object(
             json!([{ "index": 0, "text": "", "logprobs": null, "finish_reason": s.finish.openai() }]),
         );
-        last["timings"] = timings(s);
+        last["timings"] = timings(&s.stats);
         let mut out = vec![last];
         if self.usage_in_stream {
             let mut u = self.object(json!([]));
-            u["usage"] = usage(s);
+            u["usage"] = usage(&s.stats);
             out.push(u);
         }
         out
@@ -416,8 +435,8 @@ impl Shape for CompletionShape {
         let mut v = self.object(
             json!([{ "index": 0, "text": text, "logprobs": lp, "finish_reason": s.finish.openai() }]),
         );
-        v["usage"] = usage(s);
-        v["timings"] = timings(s);
+        v["usage"] = usage(&s.stats);
+        v["timings"] = timings(&s.stats);
         v
     }
 

@@ -3,8 +3,8 @@
 //! except an allowed page's `Origin` echoed back for CORS (`cors`).
 
 use std::io::{self, Write};
-use std::net::TcpStream;
 
+use super::conn::Conn;
 use super::sse::SseStream;
 
 /// The send buffer of an event stream's socket, in bytes.
@@ -50,6 +50,7 @@ pub fn reason(status: u16) -> &'static str {
         100 => "Continue",
         200 => "OK",
         204 => "No Content",
+        302 => "Found",
         400 => "Bad Request",
         401 => "Unauthorized",
         403 => "Forbidden",
@@ -69,7 +70,7 @@ pub fn reason(status: u16) -> &'static str {
 
 /// The writing half of a connection for one request.
 pub struct Responder {
-    stream: TcpStream,
+    stream: Conn,
     http11: bool,
     /// Whether the connection may serve another request after this response.
     pub keep_alive: bool,
@@ -80,7 +81,7 @@ pub struct Responder {
 }
 
 impl Responder {
-    pub fn new(stream: TcpStream, http11: bool, keep_alive: bool) -> Responder {
+    pub fn new(stream: Conn, http11: bool, keep_alive: bool) -> Responder {
         Responder {
             stream,
             http11,
@@ -117,7 +118,7 @@ impl Responder {
     /// [`STREAM_SEND_BUFFER`] bytes (twice that, as Linux counts): a client that stops reading
     /// blocks the writer after that much, and is cut by the write timeout.
     pub fn sse(&mut self) -> io::Result<SseStream> {
-        super::socket::limit_send_buffer(&self.stream, STREAM_SEND_BUFFER);
+        self.stream.limit_send_buffer(STREAM_SEND_BUFFER);
         let chunked = self.http11;
         if !chunked {
             self.keep_alive = false;
@@ -139,16 +140,6 @@ impl Responder {
 
     /// True when the peer has closed its side (checked without blocking or consuming data).
     pub fn client_gone(&self) -> bool {
-        let mut byte = [0u8; 1];
-        if self.stream.set_nonblocking(true).is_err() {
-            return true;
-        }
-        let r = self.stream.peek(&mut byte);
-        let _ = self.stream.set_nonblocking(false);
-        match r {
-            Ok(0) => true,
-            Ok(_) => false,
-            Err(e) => e.kind() != io::ErrorKind::WouldBlock,
-        }
+        self.stream.client_gone()
     }
 }

@@ -8,7 +8,7 @@ use super::embeddings::{self, Api};
 use super::error::ApiError;
 use super::http::Request;
 use super::response::{Responder, Response};
-use super::{infill, native, openai, webui, State};
+use super::{infill, native, openai, slot_actions, static_files, webui, State};
 
 /// Answers one request; errors become JSON error responses.
 pub fn handle(state: &State, req: &Request, rsp: &mut Responder) {
@@ -38,6 +38,23 @@ fn unprefixed<'a>(prefix: &str, path: &'a str) -> Option<&'a str> {
 
 fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiError> {
     check_origin(state, req, rsp)?;
+    let prefix = &state.config.api_prefix;
+    if !prefix.is_empty() && req.path == *prefix && matches!(req.method.as_str(), "GET" | "HEAD") {
+        // The chat page loads the API by relative URLs: it must be opened as `PREFIX/`.
+        let location = match req.query.as_str() {
+            q if !q.is_empty() && q.bytes().all(|b| b.is_ascii_graphic()) => {
+                format!("{prefix}/?{q}")
+            }
+            _ => format!("{prefix}/"),
+        };
+        let r = Response::text(
+            302,
+            "text/plain; charset=utf-8",
+            format!("see {location}\n"),
+        )
+        .with_header("Location", location);
+        return rsp.send(&r).map_err(ApiError::from);
+    }
     let Some(path) = unprefixed(&state.config.api_prefix, &req.path) else {
         return Err(ApiError::not_found(format!(
             "no endpoint {} {} (this server answers under {})",
@@ -61,6 +78,22 @@ fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiErr
     let get = matches!(req.method.as_str(), "GET" | "HEAD");
     let post = req.method == "POST";
     let send = |rsp: &mut Responder, r: Response| rsp.send(&r).map_err(ApiError::from);
+    if let Some(dir) = state
+        .config
+        .static_path
+        .as_deref()
+        .filter(|_| state.config.webui)
+    {
+        // `--path`: its files answer first, in place of the chat page.
+        if get {
+            if let Some(file) = static_files::lookup(dir, path)? {
+                return send(rsp, static_files::serve(&file)?);
+            }
+            if matches!(path, "/" | "/index.html") {
+                return Err(ApiError::not_found("no index.html in the --path directory"));
+            }
+        }
+    }
     match path {
         "/" | "/index.html" if get && !state.config.webui => Err(ApiError::not_found(
             "the chat page is off (--no-webui); the API is served",
@@ -75,6 +108,10 @@ fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiErr
             "this server does not serve /slots (started with --no-slots)",
         )),
         "/slots" if get => send(rsp, native::slots(state, &req.query)?),
+        p if p.starts_with("/slots/") && post => {
+            slot_actions::handle(state, &p["/slots/".len()..], &req.query, &req.body, rsp)
+        }
+        p if p.starts_with("/slots/") => Err(method_not_allowed(&req.method, "POST")),
         "/metrics" if get => send(
             rsp,
             Response::text(

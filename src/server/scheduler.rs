@@ -12,7 +12,11 @@
 
 use super::error::ApiError;
 use super::metrics::Metrics;
-use super::slots::{pick_slot, Active, Event, Finish, GenParams, Job, Slot, Summary, TextStep};
+use super::slot_file::{self, ModelId, RestoreError};
+use super::slots::{
+    pick_slot, Active, Event, Finish, GenParams, Job, Slot, SlotAction, SlotDone, SlotOp, Summary,
+    TextStep,
+};
 use crate::app::Loaded;
 use crate::backend::SeqCache;
 use crate::cli::SpecArgs;
@@ -77,9 +81,15 @@ pub struct NextToken {
     pub n_decoded: usize,
 }
 
+/// What handlers send the scheduler thread.
+enum Task {
+    Generate(Box<Job>),
+    Slot(SlotAction),
+}
+
 /// The handlers' side of the scheduler.
 pub struct Scheduler {
-    jobs: Mutex<mpsc::Sender<Job>>,
+    jobs: Mutex<mpsc::Sender<Task>>,
     status: Arc<Mutex<Vec<SlotStatus>>>,
     next_id: AtomicU64,
     pub options: SchedulerOptions,
@@ -138,8 +148,10 @@ impl Scheduler {
                 };
                 let worker = Worker {
                     loaded: &loaded,
+                    model_id: ModelId::of(&loaded.model.file),
                     slots,
                     queue: VecDeque::new(),
+                    actions: Vec::new(),
                     vocab: Arc::new(TokenVocab::new(&loaded.tokenizer)),
                     options,
                     metrics,
@@ -173,12 +185,29 @@ impl Scheduler {
             cancel: cancel.clone(),
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
         };
+        self.send(Task::Generate(Box::new(job)))?;
+        Ok(JobHandle { events: rx, cancel })
+    }
+
+    /// Queues `op` on slot `slot` (which must exist); it runs once the slot is idle, and its
+    /// outcome comes back on the returned channel.
+    pub fn slot_action(
+        &self,
+        slot: usize,
+        op: SlotOp,
+    ) -> Result<mpsc::Receiver<Result<SlotDone, ApiError>>, ApiError> {
+        debug_assert!(slot < self.options.n_slots);
+        let (reply, rx) = mpsc::channel();
+        self.send(Task::Slot(SlotAction { slot, op, reply }))?;
+        Ok(rx)
+    }
+
+    fn send(&self, task: Task) -> Result<(), ApiError> {
         self.jobs
             .lock()
             .map_err(|_| ApiError::internal("the scheduler has stopped"))?
-            .send(job)
-            .map_err(|_| ApiError::internal("the scheduler has stopped"))?;
-        Ok(JobHandle { events: rx, cancel })
+            .send(task)
+            .map_err(|_| ApiError::internal("the scheduler has stopped"))
     }
 
     /// The slots as they were after the last step.
@@ -189,9 +218,13 @@ impl Scheduler {
 
 struct Worker<'m> {
     loaded: &'m Loaded,
+    /// Written into slot files, checked when one is restored.
+    model_id: ModelId,
     options: SchedulerOptions,
     slots: Vec<Slot<'m>>,
     queue: VecDeque<Job>,
+    /// Slot operations waiting for their slot to be idle.
+    actions: Vec<SlotAction>,
     /// Token bytes for grammars and DRY, shared by every slot's sampler.
     vocab: Arc<TokenVocab>,
     metrics: Arc<Metrics>,
@@ -206,24 +239,74 @@ enum End {
 }
 
 impl Worker<'_> {
-    fn run(mut self, rx: mpsc::Receiver<Job>) {
+    fn run(mut self, rx: mpsc::Receiver<Task>) {
         loop {
             let busy = self.slots.iter().any(|s| s.active.is_some());
-            if !busy && self.queue.is_empty() {
+            if !busy && self.queue.is_empty() && self.actions.is_empty() {
                 self.publish();
                 match rx.recv() {
-                    Ok(job) => self.queue.push_back(job),
+                    Ok(task) => self.take(task),
                     Err(_) => return,
                 }
             }
-            while let Ok(job) = rx.try_recv() {
-                self.queue.push_back(job);
+            while let Ok(task) = rx.try_recv() {
+                self.take(task);
             }
             self.drop_cancelled();
+            self.run_actions();
             self.assign();
             self.step();
             self.publish();
         }
+    }
+
+    fn take(&mut self, task: Task) {
+        match task {
+            Task::Generate(job) => self.queue.push_back(*job),
+            Task::Slot(action) => self.actions.push(action),
+        }
+    }
+
+    /// Runs the slot operations whose slots are idle; the others wait.
+    fn run_actions(&mut self) {
+        if self.actions.is_empty() {
+            return;
+        }
+        for action in std::mem::take(&mut self.actions) {
+            let slot = &mut self.slots[action.slot];
+            if slot.active.is_some() {
+                self.actions.push(action);
+                continue;
+            }
+            let t0 = Instant::now();
+            let session = &mut slot.session;
+            let result = match &action.op {
+                SlotOp::Save(path) => slot_file::save(session, &self.model_id, path)
+                    .map(|n_bytes| (session.tokens.len(), n_bytes))
+                    .map_err(|e| {
+                        ApiError::internal(format!(
+                            "cannot write the slot file {}: {e}",
+                            path.display()
+                        ))
+                    }),
+                SlotOp::Restore(path) => slot_file::restore(session, &self.model_id, path)
+                    .map(|n_bytes| (session.tokens.len(), n_bytes))
+                    .map_err(|e| restore_error(path, &e)),
+                SlotOp::Erase => {
+                    let n = session.tokens.len();
+                    session.truncate(0);
+                    Ok((n, 0))
+                }
+            };
+            slot.last_used = Instant::now();
+            let done = result.map(|(n_tokens, n_bytes)| SlotDone {
+                n_tokens,
+                n_bytes,
+                ms: t0.elapsed().as_secs_f64() * 1e3,
+            });
+            let _ = action.reply.send(done);
+        }
+        self.publish();
     }
 
     fn drop_cancelled(&mut self) {
@@ -257,6 +340,10 @@ impl Worker<'_> {
                 )
             });
             self.slots[i].start(job, &self.vocab, keep_on_shift);
+            if let Some(a) = self.slots[i].active.as_ref() {
+                // The 0% event: how much of the prompt the cache already held.
+                a.send_progress();
+            }
         }
         let processing = self.slots.iter().filter(|s| s.active.is_some()).count();
         self.metrics.requests_processing.set(processing as u64);
@@ -294,6 +381,8 @@ impl Worker<'_> {
         let n_decode = batch.len();
         let mut budget = self.options.n_batch.saturating_sub(batch.len()).max(1);
         let mut n_prompt_tokens = 0;
+        // Slots that read prompt tokens in this pass (for `return_progress`).
+        let mut progressed = Vec::new();
         for slot in &mut self.slots {
             let Some(a) = slot.active.as_mut() else {
                 continue;
@@ -303,6 +392,7 @@ impl Worker<'_> {
                 continue;
             }
             let take = left.min(budget);
+            progressed.push(slot.id);
             let chunk = &a.job.prompt[a.prompt_done..a.prompt_done + take];
             // Logits for the prompt's last token only.
             let ends = a.prompt_done + take == a.job.prompt.len();
@@ -335,6 +425,11 @@ impl Worker<'_> {
             .max()
             .unwrap_or(0);
         self.metrics.record_slots(busy, longest);
+        for i in progressed {
+            if let Some(a) = self.slots[i].active.as_ref() {
+                a.send_progress();
+            }
+        }
 
         let n_vocab = self.loaded.model.config.n_vocab;
         // Each slot's rows are consecutive: one, or its next token's plus one per draft token.
@@ -402,20 +497,14 @@ impl Worker<'_> {
                     text,
                     tokens,
                     probs,
+                    stats: a.stats(now),
                 });
             }
         }
-        let first = a.first_token.unwrap_or(now);
         let summary = Summary {
             finish,
             slot: slot.id,
-            n_prompt: a.job.prompt.len(),
-            n_cached: a.n_cached,
-            n_predicted: a.n_decoded,
-            prompt_ms: (first - a.started).as_secs_f64() * 1e3,
-            predicted_ms: (now - first).as_secs_f64() * 1e3,
-            draft_n: a.draft_n,
-            draft_n_accepted: a.draft_n_accepted,
+            stats: a.stats(now),
         };
         self.metrics.requests_done.add(1);
         // The slot is free before the client hears it is done: `/slots` must not lag behind.
@@ -463,6 +552,18 @@ impl Worker<'_> {
     }
 }
 
+/// A restore's failure as llama-server answers it: 400, naming the file and what is wrong.
+fn restore_error(path: &std::path::Path, e: &RestoreError) -> ApiError {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    ApiError::field(
+        "filename",
+        format!("unable to restore the slot from '{name}': {e}"),
+    )
+}
+
 /// Samples a request's next token from `row` (`history`: the tokens before it) and sends its
 /// text to the handler; `Break` when the token ends the request.
 fn emit(
@@ -472,15 +573,27 @@ fn emit(
     row: &[f32],
     history: &[u32],
 ) -> ControlFlow<End, u32> {
-    let id = a.sampler.sample(row, history);
+    let id = match a.job.params.n_probs {
+        Some(n) if a.job.params.post_sampling_probs => {
+            let (id, dist) = a.sampler.sample_with_probs(row, history);
+            a.step_probs = Some(logprobs::after_sampling(&dist, id, n));
+            id
+        }
+        Some(n) => {
+            let id = a.sampler.sample(row, history);
+            a.step_probs = Some(logprobs::step(row, id, n));
+            id
+        }
+        None => a.sampler.sample(row, history),
+    };
     a.first_token.get_or_insert_with(Instant::now);
     a.n_decoded += 1;
     metrics.tokens_predicted.add(1);
     if tok.is_eog(id) && !a.job.params.ignore_eos {
         return ControlFlow::Break(End::Finish(Finish::Eog));
     }
-    if let Some(n) = a.job.params.n_probs {
-        a.pending_probs.push(logprobs::step(row, id, n));
+    if let Some(p) = a.step_probs.take() {
+        a.pending_probs.push(p);
     }
     let (text, tokens, stopped) = match a.push_token(tok, id) {
         TextStep::Send(text, tokens) => (text, tokens, None),
@@ -493,6 +606,7 @@ fn emit(
             text,
             tokens,
             probs,
+            stats: a.stats(Instant::now()),
         };
         // Full: the handler is EVENT_BUFFER events behind; cut it off.
         if a.job.events.try_send(event).is_err() {

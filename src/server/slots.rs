@@ -31,6 +31,13 @@ pub struct GenParams {
     pub n_probs: Option<usize>,
     /// Prompt tokens a context shift keeps (`n_keep`; `None`: the server's `--keep`).
     pub n_keep: Option<i64>,
+    /// Probabilities after the sampler chain instead of the model's log-probabilities
+    /// (llama-server's `post_sampling_probs`).
+    pub post_sampling_probs: bool,
+    /// Every streamed event carries the request's timings so far (`timings_per_token`).
+    pub timings_per_token: bool,
+    /// Send [`Event::Progress`] while the prompt is read (`return_progress`, streams only).
+    pub return_progress: bool,
 }
 
 /// Why generation ended.
@@ -70,6 +77,12 @@ impl Finish {
 pub struct Summary {
     pub finish: Finish,
     pub slot: usize,
+    pub stats: Stats,
+}
+
+/// A request's counts and times so far (llama-server's `timings`).
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
     pub n_prompt: usize,
     /// Prompt tokens found in the slot's cache and not evaluated again.
     pub n_cached: usize,
@@ -81,6 +94,19 @@ pub struct Summary {
     pub draft_n_accepted: usize,
 }
 
+/// How far a request's prompt has been read (llama-server's `prompt_progress`).
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    /// Prompt tokens.
+    pub total: usize,
+    /// Of them, found in the slot's cache.
+    pub cache: usize,
+    /// Of them, in the cache now (cached or evaluated).
+    pub processed: usize,
+    /// Since the request took its slot.
+    pub time_ms: u64,
+}
+
 /// What the scheduler tells a request's handler.
 #[derive(Debug)]
 pub enum Event {
@@ -90,8 +116,42 @@ pub enum Event {
         tokens: Vec<u32>,
         /// One entry per token when log-probabilities were asked for.
         probs: Vec<StepLogprobs>,
+        stats: Stats,
+    },
+    /// More of the prompt was read (only when the request asked for `return_progress`).
+    Progress {
+        progress: Progress,
+        stats: Stats,
     },
     Done(Summary),
+}
+
+/// What a `POST /slots/{id}?action=...` does to an idle slot.
+#[derive(Clone, Debug)]
+pub enum SlotOp {
+    /// Write the slot's tokens and cache to this file.
+    Save(std::path::PathBuf),
+    /// Replace them with this file's.
+    Restore(std::path::PathBuf),
+    /// Forget them.
+    Erase,
+}
+
+/// A slot operation, run by the scheduler once the slot is idle (as llama-server defers it).
+pub struct SlotAction {
+    pub slot: usize,
+    pub op: SlotOp,
+    pub reply: mpsc::Sender<Result<SlotDone, super::error::ApiError>>,
+}
+
+/// What a slot operation did.
+#[derive(Clone, Copy, Debug)]
+pub struct SlotDone {
+    /// Tokens saved, restored or erased.
+    pub n_tokens: usize,
+    /// Bytes written or read (0 for an erase).
+    pub n_bytes: u64,
+    pub ms: f64,
 }
 
 /// A request waiting for or occupying a slot.
@@ -125,6 +185,8 @@ pub struct Active {
     pub pending_tokens: Vec<u32>,
     /// Log-probabilities of `pending_tokens` (when asked for).
     pub pending_probs: Vec<StepLogprobs>,
+    /// The log-probabilities of the token just sampled, until it joins `pending_tokens`.
+    pub step_probs: Option<StepLogprobs>,
     /// The sampled token to feed next.
     pub next_token: Option<u32>,
     pub n_decoded: usize,
@@ -187,6 +249,7 @@ impl<'m> Slot<'m> {
             stops,
             pending_tokens: Vec::new(),
             pending_probs: Vec::new(),
+            step_probs: None,
             next_token: None,
             n_decoded: 0,
             has_new_line: false,
@@ -243,6 +306,42 @@ pub enum TextStep {
 }
 
 impl Active {
+    /// The request's counts and times at `now` (while the prompt is read, as far as it has
+    /// been read, as llama-server counts them).
+    pub fn stats(&self, now: Instant) -> Stats {
+        let first = self.first_token.unwrap_or(now);
+        Stats {
+            n_prompt: self.prompt_done,
+            n_cached: self.n_cached,
+            n_predicted: self.n_decoded,
+            prompt_ms: (first - self.started).as_secs_f64() * 1e3,
+            predicted_ms: (now.max(first) - first).as_secs_f64() * 1e3,
+            draft_n: self.draft_n,
+            draft_n_accepted: self.draft_n_accepted,
+        }
+    }
+
+    /// Tells the handler how far the prompt has been read, when it asked (`return_progress`).
+    /// Best effort: a handler that is behind misses the event.
+    pub fn send_progress(&self) {
+        if self.job.params.return_progress {
+            let _ = self.job.events.try_send(Event::Progress {
+                progress: self.progress(),
+                stats: self.stats(Instant::now()),
+            });
+        }
+    }
+
+    /// How far the prompt has been read.
+    pub fn progress(&self) -> Progress {
+        Progress {
+            total: self.job.prompt.len(),
+            cache: self.n_cached,
+            processed: self.prompt_done,
+            time_ms: self.started.elapsed().as_millis() as u64,
+        }
+    }
+
     /// The log-probabilities of tokens about to be sent (all pending ones once their tokens go).
     pub fn take_probs(&mut self, tokens_sent: bool) -> Vec<StepLogprobs> {
         if tokens_sent {

@@ -2,17 +2,17 @@
 //! of a close-delimited one for HTTP/1.0) and flushed at once, so a token reaches the client as
 //! soon as it is generated. A write error means the client has gone.
 
+use super::conn::Conn;
 use std::io::{self, Write};
-use std::net::TcpStream;
 
 /// An open event stream.
 pub struct SseStream {
-    stream: TcpStream,
+    stream: Conn,
     chunked: bool,
 }
 
 impl SseStream {
-    pub(super) fn new(stream: TcpStream, chunked: bool) -> SseStream {
+    pub(super) fn new(stream: Conn, chunked: bool) -> SseStream {
         SseStream { stream, chunked }
     }
 
