@@ -1,0 +1,74 @@
+// Shared device helpers for every kernel in gpu-src/: fixed-width integer names (NVRTC has no
+// standard headers), f16 <-> f32 conversion through PTX `cvt` (no cuda_fp16.h needed), and warp
+// and block reductions. Included by the .cu files; tools/build-ptx.py and the runtime's
+// --recompile hand it to NVRTC as a named header.
+#pragma once
+
+typedef unsigned char u8;
+typedef signed char i8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef int i32;
+typedef unsigned long long u64;
+
+// -infinity (NVRTC has no math.h macros).
+#define NEG_INF __int_as_float(0xff800000)
+
+// IEEE half bits to float (exact).
+__device__ __forceinline__ float f16_to_f32(u16 h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+// Float to IEEE half bits, round to nearest even (as the CPU cache's f16::from_f32).
+__device__ __forceinline__ u16 f32_to_f16(float f) {
+    u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+
+// A little-endian u16 at any byte address (block fields are not aligned).
+__device__ __forceinline__ u16 load_u16(const u8* p) {
+    return (u16)p[0] | ((u16)p[1] << 8);
+}
+
+// A little-endian f16 field at any byte address, as float.
+__device__ __forceinline__ float load_f16(const u8* p) {
+    return f16_to_f32(load_u16(p));
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+
+// Sum over the whole block (blockDim.x a multiple of 32, at most 1024); every thread gets it.
+// `shared` holds 32 floats. Contains __syncthreads: call from every thread.
+__device__ __forceinline__ float block_sum(float v, float* shared) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    const int n_warps = blockDim.x >> 5;
+    v = lane < n_warps ? shared[lane] : 0.0f;
+    return warp_sum(v);
+}
+
+// Maximum over the whole block, as block_sum.
+__device__ __forceinline__ float block_max(float v, float* shared) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    const int n_warps = blockDim.x >> 5;
+    v = lane < n_warps ? shared[lane] : NEG_INF;
+    return warp_max(v);
+}
