@@ -6,6 +6,8 @@ use crate::cli::Cli;
 use crate::escapes::process_escapes;
 use crate::generate::Session;
 use crate::gguf::GgufFile;
+use crate::gpu::startup::{probe_for_run, GpuStart};
+use crate::gpu::{line_on_gpu, GpuMode};
 use crate::model::Model;
 use crate::perplexity::perplexity;
 use crate::sampling::grammar::json_schema;
@@ -68,6 +70,29 @@ fn model_name(cli: &Cli, own: Option<&Bundle>) -> Result<String> {
     }
 }
 
+/// Prints the GPU start line. A GPU that was found runs no layers yet: the forward pass has no
+/// CUDA backend in this build, which `--gpu nvidia` makes an error.
+fn announce_gpu(gpu: &GpuStart, mode: GpuMode, n_layer: usize) -> Result<()> {
+    if let GpuStart::Found(opened) = gpu {
+        const NO_BACKEND: &str = "no CUDA backend for the forward pass in this build yet";
+        if mode == GpuMode::Nvidia {
+            bail!("--gpu nvidia: {}: {NO_BACKEND}", opened.device.info());
+        }
+        for note in &opened.notes {
+            eprintln!("{note}");
+        }
+        eprintln!(
+            "{} ({NO_BACKEND}); running on CPU",
+            line_on_gpu(opened.device.info(), 0, n_layer)
+        );
+        return Ok(());
+    }
+    for line in gpu.lines(0, n_layer) {
+        eprintln!("{line}");
+    }
+    Ok(())
+}
+
 /// The prompt text from `-p` or `-f`, with escapes processed unless `--no-escape`.
 pub fn prompt_text(cli: &Cli) -> Result<Option<String>> {
     let text = match (&cli.prompt, &cli.file) {
@@ -109,6 +134,9 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
         .max(1);
     crate::pool::init(threads);
     let name = model_name(cli, own)?;
+    // Before the model loads: `--gpu nvidia` without a usable GPU fails at once.
+    let gpu_opts = cli.gpu.options().map_err(anyhow::Error::msg)?;
+    let gpu = probe_for_run(&gpu_opts, cli.n_gpu_layers.as_deref()).map_err(anyhow::Error::msg)?;
     let loaded = load_model(&name, own)?;
     if cli.compat.lock_weights() {
         if let Err(e) = loaded.model.file.shared_bytes().lock_in_memory() {
@@ -133,11 +161,7 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
             crate::quant::kernel_variant()
         );
     }
-    if let Some(n) = &cli.n_gpu_layers {
-        if n != "0" && cli.verbose {
-            eprintln!("llamafile: -ngl {n}: no GPU backend in this build, running on the CPU");
-        }
-    }
+    announce_gpu(&gpu, gpu_opts.mode, loaded.model.config.n_layer)?;
     if cli.bench {
         return crate::bench::run(cli, &loaded, &name, threads);
     }

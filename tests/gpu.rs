@@ -1,0 +1,311 @@
+//! The GPU runtime without a GPU: what `--gpu`, `-ngl` and `--main-gpu` do when the driver is
+//! absent, broken, or a fake (`tests/data/gpu/fake_libcuda.c`, built here with `cc` and put on
+//! `LD_LIBRARY_PATH`): one clear line, the right reason, no crash, the CPU's output unchanged.
+//! Also: every kernel source compiles to a cubin through the runtime's NVRTC path (`--recompile`)
+//! and the committed PTX is what tools/build-ptx.py makes of the sources.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use common::{assert_one_line_error, model_path};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1";
+
+/// Runs llamafile with `args`, the driver search path set to `lib_dir`, and `env`.
+fn run(lib_dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_llamafile"));
+    cmd.args(args)
+        .env("LD_LIBRARY_PATH", lib_dir)
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .env_remove("FAKE_CUDA_INIT")
+        .env_remove("FAKE_CUDA_JIT");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run llamafile")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A directory holding `libcuda.so.1` built from the fake's source (`defines` for cc), made once
+/// per variant.
+fn fake_driver(variant: &str, defines: &[&str]) -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fake-cuda-{variant}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gpu/fake_libcuda.c");
+    let lib = dir.join("libcuda.so.1");
+    // Tests build in parallel threads of one process: each its own temporary name.
+    static BUILDS: AtomicUsize = AtomicUsize::new(0);
+    let n = BUILDS.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!("libcuda.so.1.{}-{n}", std::process::id()));
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&tmp)
+        .args(defines)
+        .arg(&src)
+        .status();
+    match built {
+        Ok(s) if s.success() => {
+            std::fs::rename(&tmp, &lib).unwrap();
+            Some(dir)
+        }
+        Ok(s) => panic!("cc failed to build the fake driver: {s}"),
+        Err(e) => {
+            eprintln!("skipping: no C compiler (cc: {e}) to build the fake driver");
+            None
+        }
+    }
+}
+
+/// An empty directory: no driver on the search path, unless the system has one.
+fn no_driver() -> Option<PathBuf> {
+    let system = [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib",
+        "/lib/x86_64-linux-gnu",
+    ];
+    if system
+        .iter()
+        .any(|d| Path::new(d).join("libcuda.so.1").exists())
+    {
+        eprintln!("skipping: this machine has a real libcuda.so.1");
+        return None;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-cuda");
+    std::fs::create_dir_all(&dir).unwrap();
+    Some(dir)
+}
+
+#[test]
+fn gpu_nvidia_without_a_driver_is_one_line_and_a_failure() {
+    let Some(dir) = no_driver() else { return };
+    // The probe comes before the model is read, so no model is needed to fail.
+    let out = run(
+        &dir,
+        &[],
+        &["-m", "absent.gguf", "-p", "hi", "--gpu", "nvidia"],
+    );
+    assert_one_line_error(&out, "--gpu nvidia: libcuda.so.1 not found");
+    let out = run(
+        &dir,
+        &[("CUDA_VISIBLE_DEVICES", "")],
+        &["-m", "absent.gguf", "--gpu", "nvidia"],
+    );
+    assert_one_line_error(
+        &out,
+        "--gpu nvidia: CUDA_VISIBLE_DEVICES is empty: no device visible",
+    );
+}
+
+#[test]
+fn ngl_without_a_driver_runs_on_the_cpu_and_says_why() {
+    let Some(dir) = no_driver() else { return };
+    let Some(model) = model_path(SMOLLM2) else {
+        return;
+    };
+    let m = model.to_str().unwrap();
+    let base = [
+        "-m",
+        m,
+        "-p",
+        "The capital of France is",
+        "-n",
+        "6",
+        "--temp",
+        "0",
+    ];
+    let cpu = run(&dir, &[], &base);
+    assert!(cpu.status.success(), "{}", stderr(&cpu));
+    assert!(
+        !stderr(&cpu).contains("gpu:"),
+        "a CPU run mentions the GPU: {}",
+        stderr(&cpu)
+    );
+    let with_ngl = run(&dir, &[], &[&base[..], &["-ngl", "99"]].concat());
+    assert!(with_ngl.status.success(), "{}", stderr(&with_ngl));
+    let lines: Vec<String> = stderr(&with_ngl)
+        .lines()
+        .filter(|l| l.starts_with("gpu:"))
+        .map(String::from)
+        .collect();
+    assert_eq!(
+        lines,
+        ["gpu: none (libcuda.so.1 not found); running on CPU"]
+    );
+    assert_eq!(
+        with_ngl.stdout, cpu.stdout,
+        "offload asked for, yet the output changed"
+    );
+    let off = run(
+        &dir,
+        &[],
+        &[&base[..], &["-ngl", "99", "--gpu", "disable"]].concat(),
+    );
+    assert!(stderr(&off).contains("gpu: none (--gpu disable); running on CPU"));
+    assert_eq!(off.stdout, cpu.stdout);
+}
+
+#[test]
+fn a_driver_missing_symbols_is_a_reason_not_a_crash() {
+    let Some(dir) = fake_driver("only-init", &["-DONLY_INIT"]) else {
+        return;
+    };
+    let out = run(&dir, &[], &["-m", "absent.gguf", "--gpu", "nvidia"]);
+    assert_one_line_error(
+        &out,
+        "--gpu nvidia: libcuda.so.1 has no cuDriverGetVersion: the NVIDIA driver is too old or not a CUDA driver",
+    );
+}
+
+#[test]
+fn driver_errors_become_reasons() {
+    let Some(dir) = fake_driver("full", &[]) else {
+        return;
+    };
+    let nvidia = ["-m", "absent.gguf", "--gpu", "nvidia"];
+    let out = run(&dir, &[("FAKE_CUDA_INIT", "999")], &nvidia);
+    assert_one_line_error(
+        &out,
+        "--gpu nvidia: cuInit failed: CUDA_ERROR_UNKNOWN (999)",
+    );
+    let out = run(&dir, &[("FAKE_CUDA_INIT", "100")], &nvidia);
+    assert_one_line_error(&out, "--gpu nvidia: no CUDA device found");
+    let out = run(&dir, &[("FAKE_CUDA_INIT", "4242")], &nvidia);
+    assert_one_line_error(
+        &out,
+        "--gpu nvidia: cuInit failed: unknown CUDA error (4242)",
+    );
+    let out = run(&dir, &[("FAKE_CUDA_DEVICES", "0")], &nvidia);
+    assert_one_line_error(&out, "--gpu nvidia: no CUDA device found");
+    let out = run(&dir, &[], &[&nvidia[..], &["--main-gpu", "1"]].concat());
+    assert_one_line_error(&out, "--gpu nvidia: --main-gpu 1: only 1 device(s) visible");
+    let out = run(&dir, &[], &[&nvidia[..], &["-mg", "-1"]].concat());
+    assert_one_line_error(&out, "--main-gpu -1: expected a device index, 0 or more");
+    let out = run(&dir, &[("CUDA_VISIBLE_DEVICES", " ")], &nvidia);
+    assert_one_line_error(&out, "CUDA_VISIBLE_DEVICES is empty");
+    // The JIT's error log is carried into the reason.
+    let out = run(&dir, &[("FAKE_CUDA_JIT", "fail")], &nvidia);
+    assert_one_line_error(
+        &out,
+        "--gpu nvidia: the driver cannot load kernel module activation: cuModuleLoadDataEx \
+         failed: CUDA_ERROR_INVALID_PTX (218): ptxas fatal   : fake JIT failure",
+    );
+}
+
+#[test]
+fn a_working_driver_is_named_and_the_run_stays_correct() {
+    let Some(dir) = fake_driver("full", &[]) else {
+        return;
+    };
+    let Some(model) = model_path(SMOLLM2) else {
+        return;
+    };
+    let m = model.to_str().unwrap();
+    let base = [
+        "-m",
+        m,
+        "-p",
+        "The capital of France is",
+        "-n",
+        "6",
+        "--temp",
+        "0",
+    ];
+    let cpu = run(&dir, &[], &base);
+    // The fake accepts only the embedded PTX (NUL-terminated, sm_75): reaching the start line
+    // means every module was handed over whole.
+    let out = run(&dir, &[], &[&base[..], &["-ngl", "99"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line = stderr(&out)
+        .lines()
+        .find(|l| l.starts_with("gpu:"))
+        .map(String::from)
+        .unwrap_or_else(|| panic!("no gpu line: {}", stderr(&out)));
+    assert!(line.starts_with("gpu: Fake GPU 24GB (cc 8.6, "), "{line}");
+    assert!(
+        line.ends_with(", 0/30 layers (no CUDA backend for the forward pass in this build yet); running on CPU"),
+        "{line}"
+    );
+    assert_eq!(out.stdout, cpu.stdout);
+    // --gpu nvidia cannot be honoured while the forward pass has no CUDA backend.
+    let out = run(&dir, &[], &[&base[..], &["--gpu", "nvidia"]].concat());
+    assert_one_line_error(
+        &out,
+        "no CUDA backend for the forward pass in this build yet",
+    );
+    // A JIT failure under auto: the CPU runs, and says why.
+    let out = run(
+        &dir,
+        &[("FAKE_CUDA_JIT", "fail")],
+        &[&base[..], &["-ngl", "99"]].concat(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("gpu: none (the driver cannot load kernel module activation: "),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(out.stdout, cpu.stdout);
+}
+
+/// The pip package's libnvrtc.so, when Python has it.
+fn pip_nvrtc() -> Option<PathBuf> {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import nvidia.cuda_nvrtc as p, glob, os; \
+             print(sorted(glob.glob(os.path.join(p.__path__[0], 'lib', 'libnvrtc.so*')))[0])",
+        ])
+        .output()
+        .ok()?;
+    let path = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+    path.is_file().then_some(path)
+}
+
+#[test]
+fn every_kernel_compiles_for_exact_gpus_through_the_recompile_path() {
+    use llamafile::gpu::kernels::MODULES;
+    use llamafile::gpu::nvrtc::Nvrtc;
+    use llamafile::gpu::recompile::Compiler;
+    let Some(path) = pip_nvrtc() else {
+        eprintln!("skipping: no NVRTC (pip install nvidia-cuda-nvrtc-cu12==12.0.140)");
+        return;
+    };
+    let nvrtc = Nvrtc::open(&path).expect("NVRTC has every entry point");
+    for arch in ["75", "86", "90"] {
+        for m in MODULES {
+            let cubin = Compiler::compile(&nvrtc, m, arch)
+                .unwrap_or_else(|log| panic!("{}.cu for sm_{arch}: {log}", m.name));
+            assert!(cubin.starts_with(b"\x7fELF"), "{}: not a cubin", m.name);
+        }
+    }
+    // A syntax error is an error with the compiler's log, not a crash.
+    let mut broken = MODULES[0];
+    broken.source = "extern \"C\" __global__ void k( { }";
+    let err = Compiler::compile(&nvrtc, &broken, "75").unwrap_err();
+    assert!(err.contains("error"), "{err}");
+}
+
+#[test]
+fn the_committed_ptx_is_what_the_sources_give() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/build-ptx.py");
+    let out = match Command::new("python3").arg(&script).arg("--check").output() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("skipping: no python3 ({e})");
+            return;
+        }
+    };
+    let text = String::from_utf8_lossy(&out.stderr);
+    match out.status.code() {
+        Some(0) => {}
+        Some(2) => eprintln!("skipping: {}", text.trim()),
+        _ => panic!("tools/build-ptx.py --check failed:\n{text}"),
+    }
+}
