@@ -1,6 +1,7 @@
 //! The program's modes (generate, tokenize, perplexity) wired from validated command-line
 //! options to the engine. This is the edge where errors gain context for the user.
 
+use crate::backend::{Backend, GpuLayers, LayerPlan};
 use crate::bundle::{resolve_model, Bundle};
 use crate::cli::Cli;
 use crate::escapes::process_escapes;
@@ -36,6 +37,24 @@ pub fn load_model(name: &str, own: Option<&Bundle>) -> Result<Loaded> {
     let tokenizer = Tokenizer::from_gguf(&file)
         .with_context(|| format!("cannot load the tokenizer of {name}"))?;
     Ok(Loaded { model, tokenizer })
+}
+
+/// Places `model`'s blocks as `-ngl` asks (llama.cpp's default when absent: `auto`). No device
+/// backend is built into this engine yet, so the plan has no device layers and every block
+/// stays where loading put it (the CPU, or the debug split of `LLAMAFILE_SPLIT_LAYERS`); a
+/// device backend is built here, for [`LayerPlan::device`], when there is one.
+fn place_layers(cli: &Cli, model: &mut Model) -> Result<LayerPlan> {
+    let ngl = cli
+        .n_gpu_layers
+        .as_deref()
+        .and_then(GpuLayers::parse)
+        .unwrap_or(GpuLayers::Auto);
+    let device: Option<Arc<dyn Backend>> = None;
+    let plan = LayerPlan::new(ngl, model.config.n_layer, device.is_some());
+    if plan.n_device() > 0 {
+        model.set_placement(plan.placement(device)?)?;
+    }
+    Ok(plan)
 }
 
 /// `--upgrade-engine OLD OUT`: this executable with OLD's entries.
@@ -137,7 +156,8 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
     // Before the model loads: `--gpu nvidia` without a usable GPU fails at once.
     let gpu_opts = cli.gpu.options().map_err(anyhow::Error::msg)?;
     let gpu = probe_for_run(&gpu_opts, cli.n_gpu_layers.as_deref()).map_err(anyhow::Error::msg)?;
-    let loaded = load_model(&name, own)?;
+    let mut loaded = load_model(&name, own)?;
+    place_layers(cli, &mut loaded.model)?;
     if cli.compat.lock_weights() {
         if let Err(e) = loaded.model.file.shared_bytes().lock_in_memory() {
             eprintln!(
@@ -162,6 +182,9 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
         );
     }
     announce_gpu(&gpu, gpu_opts.mode, loaded.model.config.n_layer)?;
+    if cli.verbose {
+        eprintln!("llamafile: {}", loaded.model.placement().describe());
+    }
     if cli.bench {
         return crate::bench::run(cli, &loaded, &name, threads);
     }

@@ -5,7 +5,7 @@
 //! stages several sessions' tokens into one batch ([`Session::stage`]) and verifies each
 //! session's rows with the same [`Session::verify`] the decode loop uses.
 
-use crate::kv_cache::KvCache;
+use crate::backend::SeqCache;
 use crate::model::{Batch, ForwardPlan, Model};
 use crate::sampling::Sampler;
 use crate::speculative::Speculator;
@@ -16,7 +16,7 @@ use std::ops::ControlFlow;
 /// nothing could be dropped.
 pub fn shift_context(
     model: &Model,
-    cache: &mut KvCache,
+    cache: &mut SeqCache,
     tokens: &mut Vec<u32>,
     keep: usize,
 ) -> bool {
@@ -70,7 +70,8 @@ pub struct TokenEvent<'a> {
 /// A sequence being generated: the model, its cache and the tokens so far.
 pub struct Session<'m> {
     pub model: &'m Model,
-    pub cache: KvCache,
+    /// Keys and values of `tokens`, one part per backend of the model's placement.
+    pub cache: SeqCache,
     pub tokens: Vec<u32>,
     /// Largest number of tokens fed to one forward pass.
     pub n_batch: usize,

@@ -1,15 +1,24 @@
-//! The key/value cache of one sequence: for every layer, the keys and values of each position so
-//! far, stored as f16 (as llama.cpp stores them by default). Position `p` lives in row `p`.
-//! The rows are allocated zeroed and untouched, so memory is committed as positions fill, not
-//! for the whole context up front.
+//! The host key/value cache of one sequence for a range of layers (all of them, or those the
+//! CPU backend runs): for every layer, the keys and values of each position so far, stored as
+//! f16 (as llama.cpp stores them by default). Position `p` lives in row `p`. Layers are named by
+//! their model-global index. The rows are allocated zeroed and untouched, so memory is committed
+//! as positions fill, not for the whole context up front. This is the CPU backend's
+//! [`LayerCache`] and the host form every backend's cache copies to and from; a whole sequence's
+//! cache is a [`SeqCache`](crate::backend::SeqCache) of such parts.
 
+use crate::backend::{BackendError, LayerCache};
 use half::f16;
 use half::slice::HalfBitsSliceExt;
+use std::any::Any;
+use std::ops::Range;
 
-/// Cached keys and values of one sequence.
+/// Cached keys and values of one sequence for layers `first_layer..first_layer + keys.len()`.
+#[derive(Clone)]
 pub struct KvCache {
     n_ctx: usize,
     kv_dim: usize,
+    /// Model-global index of the first layer held.
+    first_layer: usize,
     /// f16 bit patterns (a `u16` buffer can be allocated zeroed without touching it).
     keys: Vec<Vec<u16>>,
     values: Vec<Vec<u16>>,
@@ -20,13 +29,30 @@ pub struct KvCache {
 impl KvCache {
     /// An empty cache for `n_layer` layers, up to `n_ctx` positions of `kv_dim` values each.
     pub fn new(n_layer: usize, n_ctx: usize, kv_dim: usize) -> KvCache {
+        KvCache::for_layers(0..n_layer, n_ctx, kv_dim)
+    }
+
+    /// An empty cache for the model's layers `layers`, up to `n_ctx` positions of `kv_dim`
+    /// values each.
+    pub fn for_layers(layers: Range<usize>, n_ctx: usize, kv_dim: usize) -> KvCache {
         KvCache {
             n_ctx,
             kv_dim,
-            keys: (0..n_layer).map(|_| vec![0u16; n_ctx * kv_dim]).collect(),
-            values: (0..n_layer).map(|_| vec![0u16; n_ctx * kv_dim]).collect(),
+            first_layer: layers.start,
+            keys: layers.clone().map(|_| vec![0u16; n_ctx * kv_dim]).collect(),
+            values: layers.map(|_| vec![0u16; n_ctx * kv_dim]).collect(),
             len: 0,
         }
+    }
+
+    /// The layers held (model-global indices).
+    pub fn layers(&self) -> Range<usize> {
+        self.first_layer..self.first_layer + self.keys.len()
+    }
+
+    /// Values per position and layer, keys and values each.
+    pub fn kv_dim(&self) -> usize {
+        self.kv_dim
     }
 
     /// Capacity in positions.
@@ -50,7 +76,8 @@ impl KvCache {
     }
 
     /// Context shift: drops positions `keep..keep + discard` and moves the later ones down by
-    /// `discard`; `fix_key(layer, key)` re-encodes each moved key for its new position.
+    /// `discard`; `fix_key(layer, key)` (`layer` model-global) re-encodes each moved key for
+    /// its new position.
     pub fn shift(
         &mut self,
         keep: usize,
@@ -68,7 +95,7 @@ impl KvCache {
                 for (r, h) in row.iter_mut().zip(k.iter()) {
                     *r = f16::from_bits(*h).to_f32();
                 }
-                fix_key(layer, &mut row);
+                fix_key(self.first_layer + layer, &mut row);
                 for (h, r) in k.iter_mut().zip(&row) {
                     *h = f16::from_f32(*r).to_bits();
                 }
@@ -86,13 +113,11 @@ impl KvCache {
             self.n_ctx
         );
         let at = pos * self.kv_dim;
-        for (d, s) in self.keys[layer][at..at + self.kv_dim].iter_mut().zip(key) {
+        let l = layer - self.first_layer;
+        for (d, s) in self.keys[l][at..at + self.kv_dim].iter_mut().zip(key) {
             *d = f16::from_f32(*s).to_bits();
         }
-        for (d, s) in self.values[layer][at..at + self.kv_dim]
-            .iter_mut()
-            .zip(value)
-        {
+        for (d, s) in self.values[l][at..at + self.kv_dim].iter_mut().zip(value) {
             *d = f16::from_f32(*s).to_bits();
         }
     }
@@ -102,14 +127,80 @@ impl KvCache {
         self.len = self.len.max(pos + 1);
     }
 
-    /// All key rows of `layer` (row `p` is position `p`).
+    /// All key rows of `layer` (model-global; row `p` is position `p`).
     pub fn keys(&self, layer: usize) -> &[f16] {
-        self.keys[layer].reinterpret_cast()
+        self.keys[layer - self.first_layer].reinterpret_cast()
     }
 
     /// All value rows of `layer`.
     pub fn values(&self, layer: usize) -> &[f16] {
-        self.values[layer].reinterpret_cast()
+        self.values[layer - self.first_layer].reinterpret_cast()
+    }
+
+    /// All key rows of `layer`, writable (restoring a saved sequence; set the length with
+    /// [`KvCache::mark_filled`] or [`KvCache::truncate`]).
+    pub fn keys_mut(&mut self, layer: usize) -> &mut [f16] {
+        self.keys[layer - self.first_layer].reinterpret_cast_mut()
+    }
+
+    /// All value rows of `layer`, writable.
+    pub fn values_mut(&mut self, layer: usize) -> &mut [f16] {
+        self.values[layer - self.first_layer].reinterpret_cast_mut()
+    }
+}
+
+impl LayerCache for KvCache {
+    fn layers(&self) -> Range<usize> {
+        KvCache::layers(self)
+    }
+
+    fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn truncate(&mut self, keep: usize) {
+        KvCache::truncate(self, keep)
+    }
+
+    fn host(&self) -> Option<&KvCache> {
+        Some(self)
+    }
+
+    fn to_host(&self) -> Result<KvCache, BackendError> {
+        Ok(self.clone())
+    }
+
+    fn load_host(&mut self, host: &KvCache) -> Result<(), BackendError> {
+        if host.layers() != KvCache::layers(self)
+            || host.kv_dim != self.kv_dim
+            || host.len > self.n_ctx
+        {
+            return Err(BackendError::LayerMismatch {
+                want: KvCache::layers(self),
+                got: host.layers(),
+            });
+        }
+        let n = host.len * self.kv_dim;
+        for (dst, src) in self.keys.iter_mut().zip(&host.keys) {
+            dst[..n].copy_from_slice(&src[..n]);
+        }
+        for (dst, src) in self.values.iter_mut().zip(&host.values) {
+            dst[..n].copy_from_slice(&src[..n]);
+        }
+        self.len = host.len;
+        Ok(())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
     }
 }
 
@@ -148,5 +239,38 @@ mod tests {
         assert_eq!(key(1, 0), 1.0);
         assert_eq!([key(0, 1), key(0, 2), key(0, 3)], [1030.0, 1040.0, 1050.0]);
         assert_eq!([value(1, 1), value(1, 2), value(1, 3)], [31.5, 41.5, 51.5]);
+    }
+
+    #[test]
+    fn a_range_of_layers_is_named_by_model_layer() {
+        let mut c = KvCache::for_layers(5..7, 4, 2);
+        assert_eq!(c.layers(), 5..7);
+        c.store(6, 1, &[1.0, 2.0], &[3.0, 4.0]);
+        c.mark_filled(1);
+        assert_eq!(c.keys(6)[2].to_f32(), 1.0);
+        assert_eq!(c.values(6)[3].to_f32(), 4.0);
+        assert!(c.keys(5).iter().all(|k| k.to_f32() == 0.0));
+        let mut seen = Vec::new();
+        c.shift(0, 1, |layer, _| seen.push(layer));
+        assert_eq!(seen, [5, 6]);
+    }
+
+    #[test]
+    fn a_host_copy_loads_back_only_into_the_same_layers() {
+        let mut c = KvCache::for_layers(2..4, 8, 2);
+        for p in 0..3 {
+            c.store(3, p, &[p as f32, 1.0], &[2.0, p as f32]);
+            c.mark_filled(p);
+        }
+        let saved = LayerCache::to_host(&c).unwrap();
+        let mut restored = KvCache::for_layers(2..4, 16, 2);
+        restored.load_host(&saved).unwrap();
+        assert_eq!(restored.len(), 3);
+        assert_eq!(restored.keys(3)[..6], c.keys(3)[..6]);
+        assert_eq!(restored.values(3)[..6], c.values(3)[..6]);
+        let mut other = KvCache::for_layers(0..2, 16, 2);
+        assert!(other.load_host(&saved).is_err());
+        let mut small = KvCache::for_layers(2..4, 2, 2);
+        assert!(small.load_host(&saved).is_err());
     }
 }

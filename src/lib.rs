@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod args;
+pub mod backend;
 pub mod bench;
 pub mod bundle;
 pub mod calendar;

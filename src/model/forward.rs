@@ -1,20 +1,14 @@
-//! The forward pass: a batch of tokens (possibly from several sequences) through every block to
-//! logits. One function reads top to bottom; architecture differences are fields of `Config`
-//! (norm placement, QK-norm, soft-capping, sliding windows, where the attention scale applies),
-//! and fused tensors arrive as row views, so nothing here names an architecture.
+//! The forward pass: a batch of tokens (possibly from several sequences) through the model to
+//! logits, read top to bottom: the embedding lookup on the host, the blocks on the backends of
+//! the model's [`Placement`](crate::backend::Placement) in layer order (the hidden rows crossing
+//! between them as host floats), then the output norm and the head. The per-block math belongs
+//! to the backends (the CPU's is in `backend/cpu/`).
 
-use super::moe_ffn::MoeStep;
-use super::weights::{DenseFfn, Ffn};
-use super::{Config, FfnActivation, Layer, Model};
-use crate::gguf::GgufFile;
-use crate::kv_cache::KvCache;
-use crate::ops::activation::{geglu, swiglu};
-use crate::ops::attention::{attend_one_head, tiled, AttnShape};
-use crate::ops::norm::{rms_norm_rows, rms_norm_rows_into};
-use crate::ops::rope::Rope;
+use super::{Config, Model};
+use crate::backend::{BackendError, LayerCache, Pass, SeqCache};
+use crate::ops::matmul;
+use crate::ops::norm::rms_norm_rows;
 use crate::ops::softcap::softcap_all;
-use crate::ops::{matmul, QMat};
-use crate::pool;
 use std::borrow::BorrowMut;
 
 /// How much of the model a forward pass runs: all of it, or a cheaper approximation of it for
@@ -81,21 +75,18 @@ impl Model {
     /// entries that asked for them, `n_vocab` floats each, in batch order.
     ///
     /// Panics if a token id is out of the vocabulary or a position is beyond its cache: callers
-    /// validate input first.
+    /// validate input first. Panics too if a backend fails (a device error); see
+    /// [`Model::try_forward_plan`] for the error instead.
     /// `caches` holds the caches themselves or mutable references to them (the server's slots
     /// each own theirs).
-    pub fn forward<C: BorrowMut<KvCache> + Sync>(
-        &self,
-        batch: &Batch,
-        caches: &mut [C],
-    ) -> Vec<f32> {
+    pub fn forward<C: BorrowMut<SeqCache>>(&self, batch: &Batch, caches: &mut [C]) -> Vec<f32> {
         self.forward_layers(batch, caches, self.config.n_layer)
     }
 
     /// [`Model::forward`] through the first `n_layers` blocks only, then the output norm and
     /// head: the early-exit draft of self-speculative decoding. The caches need only that many
     /// layers.
-    pub fn forward_layers<C: BorrowMut<KvCache> + Sync>(
+    pub fn forward_layers<C: BorrowMut<SeqCache>>(
         &self,
         batch: &Batch,
         caches: &mut [C],
@@ -109,36 +100,57 @@ impl Model {
     }
 
     /// [`Model::forward`] as `plan` says: fewer blocks, or fewer routed experts (drafts).
-    pub fn forward_plan<C: BorrowMut<KvCache> + Sync>(
+    pub fn forward_plan<C: BorrowMut<SeqCache>>(
         &self,
         batch: &Batch,
         caches: &mut [C],
         plan: ForwardPlan,
     ) -> Vec<f32> {
-        let h = self.final_hidden(batch, caches, plan);
+        self.try_forward_plan(batch, caches, plan)
+            .unwrap_or_else(|e| panic!("forward pass failed: {e}"))
+    }
+
+    /// [`Model::forward_plan`], passing a backend's failure on.
+    pub fn try_forward_plan<C: BorrowMut<SeqCache>>(
+        &self,
+        batch: &Batch,
+        caches: &mut [C],
+        plan: ForwardPlan,
+    ) -> Result<Vec<f32>, BackendError> {
+        let h = self.final_hidden(batch, caches, plan)?;
         self.output_head(&h)
     }
 
     /// The hidden states after the last block and the output norm, `n_embd` floats for each
     /// entry that asked for output, in batch order: what llama.cpp returns as a decoder model's
     /// token embeddings (its `result_norm`), before the output head. Caches fill as in
-    /// [`Model::forward`].
-    pub fn hidden_states<C: BorrowMut<KvCache> + Sync>(
+    /// [`Model::forward`], which this panics as.
+    pub fn hidden_states<C: BorrowMut<SeqCache>>(
         &self,
         batch: &Batch,
         caches: &mut [C],
     ) -> Vec<f32> {
+        self.try_hidden_states(batch, caches)
+            .unwrap_or_else(|e| panic!("forward pass failed: {e}"))
+    }
+
+    /// [`Model::hidden_states`], passing a backend's failure on.
+    pub fn try_hidden_states<C: BorrowMut<SeqCache>>(
+        &self,
+        batch: &Batch,
+        caches: &mut [C],
+    ) -> Result<Vec<f32>, BackendError> {
         self.final_hidden(batch, caches, ForwardPlan::full(&self.config))
     }
 
-    /// The batch through the blocks (and experts) `plan` names, then the output norm of the
-    /// rows that asked for output.
-    fn final_hidden<C: BorrowMut<KvCache> + Sync>(
+    /// The batch through the blocks (and experts) `plan` names, each range on its backend,
+    /// then the output norm of the rows that asked for output.
+    fn final_hidden<C: BorrowMut<SeqCache>>(
         &self,
         batch: &Batch,
         caches: &mut [C],
         plan: ForwardPlan,
-    ) -> Vec<f32> {
+    ) -> Result<Vec<f32>, BackendError> {
         let cfg = &self.config;
         let file = &*self.file;
         let n = batch.len();
@@ -155,10 +167,29 @@ impl Model {
                 row.iter_mut().for_each(|v| *v *= s);
             }
         }
-        let mut scratch = Scratch::new(cfg, n);
-        for (il, layer) in self.weights.layers.iter().enumerate().take(plan.n_layers) {
-            self.attention_block(il, layer, batch, caches, &mut x, &mut scratch);
-            self.ffn_block(layer, n, plan, &mut x, &mut scratch);
+        for (stage, backend) in self.placement.stages().iter().enumerate() {
+            let range = backend.layers();
+            let layers = range.start..range.end.min(plan.n_layers);
+            if layers.is_empty() {
+                break;
+            }
+            // Each sequence's part for this backend: the `stage`th, made by it.
+            let mut parts = Vec::with_capacity(caches.len());
+            for c in caches.iter_mut() {
+                let part: &mut dyn LayerCache = c
+                    .borrow_mut()
+                    .parts_mut()
+                    .get_mut(stage)
+                    .ok_or_else(|| BackendError::MissingLayers(layers.clone()))?
+                    .as_mut();
+                parts.push(part);
+            }
+            let pass = Pass {
+                batch,
+                layers,
+                plan,
+            };
+            backend.run(self, &pass, &mut parts, &mut x)?;
         }
 
         let out_rows: Vec<usize> = (0..n).filter(|&i| batch.logits[i]).collect();
@@ -167,246 +198,26 @@ impl Model {
             dst.copy_from_slice(&x[i * e..(i + 1) * e]);
         }
         rms_norm_rows(&mut h, &self.weights.output_norm, e, cfg.rms_eps);
-        h
+        Ok(h)
     }
 
-    /// Logits of output-normed hidden rows `h` (`n_embd` floats each).
-    fn output_head(&self, h: &[f32]) -> Vec<f32> {
+    /// Logits of output-normed hidden rows `h` (`n_embd` floats each): on the backend the
+    /// placement names for the head, else on the host; the final soft-cap on the host.
+    fn output_head(&self, h: &[f32]) -> Result<Vec<f32>, BackendError> {
         let cfg = &self.config;
         let n_rows = h.len() / cfg.n_embd;
         let mut logits = vec![0f32; n_rows * cfg.n_vocab];
-        matmul(&self.weights.output.mat(&self.file), h, n_rows, &mut logits);
+        let on_backend = self
+            .placement
+            .head()
+            .and_then(|b| b.output_head(self, h, &mut logits));
+        match on_backend {
+            Some(done) => done?,
+            None => matmul(&self.weights.output.mat(&self.file), h, n_rows, &mut logits),
+        }
         if let Some(cap) = cfg.final_softcap {
             softcap_all(&mut logits, cap);
         }
-        logits
-    }
-
-    fn attention_block<C: BorrowMut<KvCache> + Sync>(
-        &self,
-        il: usize,
-        layer: &Layer,
-        batch: &Batch,
-        caches: &mut [C],
-        x: &mut [f32],
-        s: &mut Scratch,
-    ) {
-        let cfg = &self.config;
-        let file = &*self.file;
-        let (n, e, hd) = (batch.len(), cfg.n_embd, cfg.head_dim);
-        let (q_dim, kv_dim) = (cfg.q_dim(), cfg.kv_dim());
-        rms_norm_rows_into(x, &layer.attn_norm, e, cfg.rms_eps, &mut s.h);
-        project(&layer.wq.mat(file), &s.h, n, layer.bq.as_deref(), &mut s.q);
-        project(&layer.wk.mat(file), &s.h, n, layer.bk.as_deref(), &mut s.k);
-        project(&layer.wv.mat(file), &s.h, n, layer.bv.as_deref(), &mut s.v);
-        if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
-            rms_norm_rows(&mut s.q, qn, hd, cfg.rms_eps);
-            rms_norm_rows(&mut s.k, kn, hd, cfg.rms_eps);
-        }
-        let window = cfg.layer_window(il);
-        // Per sequence (LongRoPE's factors depend on its context size), built on first use.
-        let mut ropes: Vec<Option<Rope>> = vec![None; caches.len()];
-        for t in 0..n {
-            let seq = batch.seq[t];
-            let rope =
-                ropes[seq].get_or_insert_with(|| self.layer_rope(il, caches[seq].borrow().n_ctx()));
-            let cs = rope.cos_sin(batch.pos[t]);
-            let q = &mut s.q[t * q_dim..(t + 1) * q_dim];
-            rope.apply_with(q, hd, &cs);
-            if cfg.scale_query {
-                q.iter_mut().for_each(|v| *v *= cfg.attn_scale);
-            }
-            rope.apply_with(&mut s.k[t * kv_dim..(t + 1) * kv_dim], hd, &cs);
-            let cache = caches[batch.seq[t]].borrow_mut();
-            cache.store(
-                il,
-                batch.pos[t],
-                &s.k[t * kv_dim..(t + 1) * kv_dim],
-                &s.v[t * kv_dim..(t + 1) * kv_dim],
-            );
-            cache.mark_filled(batch.pos[t]);
-        }
-
-        let shape = AttnShape {
-            n_head: cfg.n_head,
-            n_head_kv: cfg.n_head_kv,
-            head_dim: hd,
-            scale: if cfg.scale_query { 1.0 } else { cfg.attn_scale },
-            softcap: cfg.attn_softcap.unwrap_or(0.0),
-        };
-        let caches: &[C] = caches;
-        // The path is chosen per run of consecutive tokens of one sequence, never from the
-        // size of the whole batch: a sequence's results must not depend on which other
-        // sequences share its forward pass (server slots, speculative verification).
-        let mut short = Vec::new();
-        let mut t = 0;
-        while t < n {
-            let seq = batch.seq[t];
-            let end = (t..n).find(|&u| batch.seq[u] != seq).unwrap_or(n);
-            if end - t < tiled::MIN_TOKENS {
-                short.extend(t..end);
-                t = end;
-                continue;
-            }
-            let queries = tiled::Queries {
-                q: &s.q[t * q_dim..end * q_dim],
-                pos: &batch.pos[t..end],
-                window,
-            };
-            let cache = caches[seq].borrow();
-            tiled::attend(
-                &shape,
-                &queries,
-                cache.keys(il),
-                cache.values(il),
-                &mut s.attn[t * q_dim..end * q_dim],
-            );
-            t = end;
-        }
-        if !short.is_empty() {
-            // One (token, head) per task, into a buffer of the short runs' rows.
-            let group = cfg.n_head / cfg.n_head_kv;
-            let q = &s.q;
-            let mut rows = vec![0f32; short.len() * q_dim];
-            pool::global().for_each_chunk(&mut rows, hd, |c, out| {
-                let (t, head) = (short[c / cfg.n_head], c % cfg.n_head);
-                let pos = batch.pos[t];
-                let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
-                let cache = caches[batch.seq[t]].borrow();
-                let qh = &q[t * q_dim + head * hd..][..hd];
-                attend_one_head(
-                    &shape,
-                    qh,
-                    cache.keys(il),
-                    cache.values(il),
-                    head / group,
-                    first,
-                    pos,
-                    out,
-                );
-            });
-            for (&t, row) in short.iter().zip(rows.chunks_exact(q_dim)) {
-                s.attn[t * q_dim..(t + 1) * q_dim].copy_from_slice(row);
-            }
-        }
-
-        matmul(&layer.wo.mat(file), &s.attn, n, &mut s.h);
-        if let Some(w) = &layer.post_attn_norm {
-            rms_norm_rows(&mut s.h, w, e, cfg.rms_eps);
-        }
-        x.iter_mut().zip(&s.h).for_each(|(a, b)| *a += b);
-    }
-
-    fn ffn_block(
-        &self,
-        layer: &Layer,
-        n: usize,
-        plan: ForwardPlan,
-        x: &mut [f32],
-        s: &mut Scratch,
-    ) {
-        let cfg = &self.config;
-        let file = &*self.file;
-        let e = cfg.n_embd;
-        rms_norm_rows_into(x, &layer.ffn_norm, e, cfg.rms_eps, &mut s.h);
-        match &layer.ffn {
-            Ffn::Moe(weights) => {
-                let moe = &weights.config;
-                let step = MoeStep {
-                    file,
-                    weights,
-                    act: cfg.ffn_act,
-                    k: plan
-                        .routed_experts
-                        .unwrap_or(moe.n_expert_used)
-                        .min(moe.n_expert),
-                };
-                step.run(&s.h, n, &mut s.ffn_out);
-            }
-            Ffn::Dense(ffn) => {
-                dense_ffn(
-                    file,
-                    ffn,
-                    cfg.ffn_act,
-                    &s.h,
-                    n,
-                    &mut s.gate,
-                    &mut s.up,
-                    &mut s.ffn_out,
-                );
-            }
-        }
-        std::mem::swap(&mut s.h, &mut s.ffn_out);
-        if let Some(w) = &layer.post_ffn_norm {
-            rms_norm_rows(&mut s.h, w, e, cfg.rms_eps);
-        }
-        x.iter_mut().zip(&s.h).for_each(|(a, b)| *a += b);
-    }
-}
-
-/// `out = down(act(gate · h) ⊙ up · h)` for `n` rows `h`; `gate` and `up` are scratch.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn dense_ffn(
-    file: &GgufFile,
-    ffn: &DenseFfn,
-    act: FfnActivation,
-    h: &[f32],
-    n: usize,
-    gate: &mut Vec<f32>,
-    up: &mut Vec<f32>,
-    out: &mut [f32],
-) {
-    let ff = ffn.gate.rows.len();
-    gate.resize(n * ff, 0.0);
-    up.resize(n * ff, 0.0);
-    matmul(&ffn.gate.mat(file), h, n, gate);
-    matmul(&ffn.up.mat(file), h, n, up);
-    activate(act, gate, up);
-    matmul(&ffn.down.mat(file), gate, n, out);
-}
-
-/// `gate = act(gate) ⊙ up`.
-pub(super) fn activate(act: FfnActivation, gate: &mut [f32], up: &[f32]) {
-    match act {
-        FfnActivation::Silu => swiglu(gate, up),
-        FfnActivation::Gelu => geglu(gate, up),
-    }
-}
-
-/// `out = x · Wᵀ (+ bias)`.
-fn project(w: &QMat, x: &[f32], n: usize, bias: Option<&[f32]>, out: &mut [f32]) {
-    matmul(w, x, n, out);
-    if let Some(b) = bias {
-        for row in out.chunks_exact_mut(b.len()) {
-            row.iter_mut().zip(b).for_each(|(o, b)| *o += b);
-        }
-    }
-}
-
-/// Activation buffers reused across layers.
-struct Scratch {
-    h: Vec<f32>,
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-    attn: Vec<f32>,
-    gate: Vec<f32>,
-    up: Vec<f32>,
-    ffn_out: Vec<f32>,
-}
-
-impl Scratch {
-    fn new(cfg: &Config, n: usize) -> Scratch {
-        let q_dim = cfg.q_dim();
-        Scratch {
-            h: vec![0.0; n * cfg.n_embd],
-            q: vec![0.0; n * q_dim],
-            k: vec![0.0; n * cfg.kv_dim()],
-            v: vec![0.0; n * cfg.kv_dim()],
-            attn: vec![0.0; n * q_dim],
-            gate: Vec::new(),
-            up: Vec::new(),
-            ffn_out: vec![0.0; n * cfg.n_embd],
-        }
+        Ok(logits)
     }
 }

@@ -14,9 +14,9 @@ use super::error::ApiError;
 use super::metrics::Metrics;
 use super::slots::{pick_slot, Active, Event, Finish, GenParams, Job, Slot, Summary, TextStep};
 use crate::app::Loaded;
+use crate::backend::SeqCache;
 use crate::cli::SpecArgs;
 use crate::generate::{keep_tokens, Session};
-use crate::kv_cache::KvCache;
 use crate::model::Batch;
 use crate::sampling::{logprobs, TokenVocab};
 use crate::speculative::setup::{self, SpecError};
@@ -319,7 +319,7 @@ impl Worker<'_> {
             return;
         }
         let t0 = Instant::now();
-        let mut caches: Vec<&mut KvCache> = self
+        let mut caches: Vec<&mut SeqCache> = self
             .slots
             .iter_mut()
             .map(|s| &mut s.session.cache)

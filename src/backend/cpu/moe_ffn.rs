@@ -4,9 +4,9 @@
 //! and each token's expert outputs are weighted and summed in the order llama.cpp adds them.
 //! Qwen2-MoE's shared expert, behind its sigmoid gate, is added last.
 
-use super::forward::dense_ffn;
-use super::{FfnActivation, MoeFfn};
+use super::layer::{activate, dense_ffn};
 use crate::gguf::GgufFile;
+use crate::model::{FfnActivation, MoeFfn};
 use crate::ops::matmul;
 use crate::ops::router::{route, shared_gate, softmax, Route};
 
@@ -96,7 +96,7 @@ impl MoeStep<'_> {
             y.resize(m * e, 0.0);
             matmul(&w.gate.mat(self.file, x), &xs, m, &mut gate);
             matmul(&w.up.mat(self.file, x), &xs, m, &mut up);
-            super::forward::activate(self.act, &mut gate, &up);
+            activate(self.act, &mut gate, &up);
             matmul(&w.down.mat(self.file, x), &gate, m, &mut y);
             for (&(t, slot), row) in pairs.iter().zip(y.chunks_exact(e)) {
                 let wt = routes[t].weights[slot];

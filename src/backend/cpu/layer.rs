@@ -1,0 +1,247 @@
+//! The CPU backend's per-block math: one attention block and one feed-forward block over a
+//! batch of hidden rows, reading the weights in place from the mapped file and the keys and
+//! values of the host [`KvCache`]. Architecture differences are fields of `Config` (norm
+//! placement, QK-norm, soft-capping, sliding windows, where the attention scale applies), and
+//! fused tensors arrive as row views, so nothing here names an architecture.
+
+use super::moe_ffn::MoeStep;
+use crate::gguf::GgufFile;
+use crate::kv_cache::KvCache;
+use crate::model::{Batch, Config, DenseFfn, Ffn, FfnActivation, ForwardPlan, Layer, Model};
+use crate::ops::activation::{geglu, swiglu};
+use crate::ops::attention::{attend_one_head, tiled, AttnShape};
+use crate::ops::norm::{rms_norm_rows, rms_norm_rows_into};
+use crate::ops::rope::Rope;
+use crate::ops::{matmul, QMat};
+use crate::pool;
+use std::borrow::BorrowMut;
+
+impl Model {
+    pub(super) fn attention_block<C: BorrowMut<KvCache> + Sync>(
+        &self,
+        il: usize,
+        layer: &Layer,
+        batch: &Batch,
+        caches: &mut [C],
+        x: &mut [f32],
+        s: &mut Scratch,
+    ) {
+        let cfg = &self.config;
+        let file = &*self.file;
+        let (n, e, hd) = (batch.len(), cfg.n_embd, cfg.head_dim);
+        let (q_dim, kv_dim) = (cfg.q_dim(), cfg.kv_dim());
+        rms_norm_rows_into(x, &layer.attn_norm, e, cfg.rms_eps, &mut s.h);
+        project(&layer.wq.mat(file), &s.h, n, layer.bq.as_deref(), &mut s.q);
+        project(&layer.wk.mat(file), &s.h, n, layer.bk.as_deref(), &mut s.k);
+        project(&layer.wv.mat(file), &s.h, n, layer.bv.as_deref(), &mut s.v);
+        if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
+            rms_norm_rows(&mut s.q, qn, hd, cfg.rms_eps);
+            rms_norm_rows(&mut s.k, kn, hd, cfg.rms_eps);
+        }
+        let window = cfg.layer_window(il);
+        // Per sequence (LongRoPE's factors depend on its context size), built on first use.
+        let mut ropes: Vec<Option<Rope>> = vec![None; caches.len()];
+        for t in 0..n {
+            let seq = batch.seq[t];
+            let rope =
+                ropes[seq].get_or_insert_with(|| self.layer_rope(il, caches[seq].borrow().n_ctx()));
+            let cs = rope.cos_sin(batch.pos[t]);
+            let q = &mut s.q[t * q_dim..(t + 1) * q_dim];
+            rope.apply_with(q, hd, &cs);
+            if cfg.scale_query {
+                q.iter_mut().for_each(|v| *v *= cfg.attn_scale);
+            }
+            rope.apply_with(&mut s.k[t * kv_dim..(t + 1) * kv_dim], hd, &cs);
+            let cache = caches[batch.seq[t]].borrow_mut();
+            cache.store(
+                il,
+                batch.pos[t],
+                &s.k[t * kv_dim..(t + 1) * kv_dim],
+                &s.v[t * kv_dim..(t + 1) * kv_dim],
+            );
+            cache.mark_filled(batch.pos[t]);
+        }
+
+        let shape = AttnShape {
+            n_head: cfg.n_head,
+            n_head_kv: cfg.n_head_kv,
+            head_dim: hd,
+            scale: if cfg.scale_query { 1.0 } else { cfg.attn_scale },
+            softcap: cfg.attn_softcap.unwrap_or(0.0),
+        };
+        let caches: &[C] = caches;
+        // The path is chosen per run of consecutive tokens of one sequence, never from the
+        // size of the whole batch: a sequence's results must not depend on which other
+        // sequences share its forward pass (server slots, speculative verification).
+        let mut short = Vec::new();
+        let mut t = 0;
+        while t < n {
+            let seq = batch.seq[t];
+            let end = (t..n).find(|&u| batch.seq[u] != seq).unwrap_or(n);
+            if end - t < tiled::MIN_TOKENS {
+                short.extend(t..end);
+                t = end;
+                continue;
+            }
+            let queries = tiled::Queries {
+                q: &s.q[t * q_dim..end * q_dim],
+                pos: &batch.pos[t..end],
+                window,
+            };
+            let cache = caches[seq].borrow();
+            tiled::attend(
+                &shape,
+                &queries,
+                cache.keys(il),
+                cache.values(il),
+                &mut s.attn[t * q_dim..end * q_dim],
+            );
+            t = end;
+        }
+        if !short.is_empty() {
+            // One (token, head) per task, into a buffer of the short runs' rows.
+            let group = cfg.n_head / cfg.n_head_kv;
+            let q = &s.q;
+            let mut rows = vec![0f32; short.len() * q_dim];
+            pool::global().for_each_chunk(&mut rows, hd, |c, out| {
+                let (t, head) = (short[c / cfg.n_head], c % cfg.n_head);
+                let pos = batch.pos[t];
+                let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+                let cache = caches[batch.seq[t]].borrow();
+                let qh = &q[t * q_dim + head * hd..][..hd];
+                attend_one_head(
+                    &shape,
+                    qh,
+                    cache.keys(il),
+                    cache.values(il),
+                    head / group,
+                    first,
+                    pos,
+                    out,
+                );
+            });
+            for (&t, row) in short.iter().zip(rows.chunks_exact(q_dim)) {
+                s.attn[t * q_dim..(t + 1) * q_dim].copy_from_slice(row);
+            }
+        }
+
+        matmul(&layer.wo.mat(file), &s.attn, n, &mut s.h);
+        if let Some(w) = &layer.post_attn_norm {
+            rms_norm_rows(&mut s.h, w, e, cfg.rms_eps);
+        }
+        x.iter_mut().zip(&s.h).for_each(|(a, b)| *a += b);
+    }
+
+    pub(super) fn ffn_block(
+        &self,
+        layer: &Layer,
+        n: usize,
+        plan: ForwardPlan,
+        x: &mut [f32],
+        s: &mut Scratch,
+    ) {
+        let cfg = &self.config;
+        let file = &*self.file;
+        let e = cfg.n_embd;
+        rms_norm_rows_into(x, &layer.ffn_norm, e, cfg.rms_eps, &mut s.h);
+        match &layer.ffn {
+            Ffn::Moe(weights) => {
+                let moe = &weights.config;
+                let step = MoeStep {
+                    file,
+                    weights,
+                    act: cfg.ffn_act,
+                    k: plan
+                        .routed_experts
+                        .unwrap_or(moe.n_expert_used)
+                        .min(moe.n_expert),
+                };
+                step.run(&s.h, n, &mut s.ffn_out);
+            }
+            Ffn::Dense(ffn) => {
+                dense_ffn(
+                    file,
+                    ffn,
+                    cfg.ffn_act,
+                    &s.h,
+                    n,
+                    &mut s.gate,
+                    &mut s.up,
+                    &mut s.ffn_out,
+                );
+            }
+        }
+        std::mem::swap(&mut s.h, &mut s.ffn_out);
+        if let Some(w) = &layer.post_ffn_norm {
+            rms_norm_rows(&mut s.h, w, e, cfg.rms_eps);
+        }
+        x.iter_mut().zip(&s.h).for_each(|(a, b)| *a += b);
+    }
+}
+
+/// `out = down(act(gate · h) ⊙ up · h)` for `n` rows `h`; `gate` and `up` are scratch.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn dense_ffn(
+    file: &GgufFile,
+    ffn: &DenseFfn,
+    act: FfnActivation,
+    h: &[f32],
+    n: usize,
+    gate: &mut Vec<f32>,
+    up: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    let ff = ffn.gate.rows.len();
+    gate.resize(n * ff, 0.0);
+    up.resize(n * ff, 0.0);
+    matmul(&ffn.gate.mat(file), h, n, gate);
+    matmul(&ffn.up.mat(file), h, n, up);
+    activate(act, gate, up);
+    matmul(&ffn.down.mat(file), gate, n, out);
+}
+
+/// `gate = act(gate) ⊙ up`.
+pub(super) fn activate(act: FfnActivation, gate: &mut [f32], up: &[f32]) {
+    match act {
+        FfnActivation::Silu => swiglu(gate, up),
+        FfnActivation::Gelu => geglu(gate, up),
+    }
+}
+
+/// `out = x · Wᵀ (+ bias)`.
+fn project(w: &QMat, x: &[f32], n: usize, bias: Option<&[f32]>, out: &mut [f32]) {
+    matmul(w, x, n, out);
+    if let Some(b) = bias {
+        for row in out.chunks_exact_mut(b.len()) {
+            row.iter_mut().zip(b).for_each(|(o, b)| *o += b);
+        }
+    }
+}
+
+/// Activation buffers reused across layers.
+pub(super) struct Scratch {
+    h: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    attn: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    ffn_out: Vec<f32>,
+}
+
+impl Scratch {
+    pub(super) fn new(cfg: &Config, n: usize) -> Scratch {
+        let q_dim = cfg.q_dim();
+        Scratch {
+            h: vec![0.0; n * cfg.n_embd],
+            q: vec![0.0; n * q_dim],
+            k: vec![0.0; n * cfg.kv_dim()],
+            v: vec![0.0; n * cfg.kv_dim()],
+            attn: vec![0.0; n * q_dim],
+            gate: Vec::new(),
+            up: Vec::new(),
+            ffn_out: vec![0.0; n * cfg.n_embd],
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! The CPU backend: a range of blocks run on the host thread pool, the engine's own kernels.
+//! Its weights stay where the model file is mapped (nothing is copied), its cache part is the
+//! host [`KvCache`] of its layers, and its activation scratch lives for one pass. The block
+//! math is in `layer.rs` (attention and dense feed-forward) and `moe_ffn.rs` (experts).
+
+mod layer;
+mod moe_ffn;
+
+use super::{Backend, BackendError, LayerCache, Pass};
+use crate::kv_cache::KvCache;
+use crate::model::Model;
+use layer::Scratch;
+use std::ops::Range;
+
+/// Blocks run on the CPU.
+pub struct CpuBackend {
+    layers: Range<usize>,
+}
+
+impl CpuBackend {
+    /// A backend for blocks `layers`.
+    pub fn new(layers: Range<usize>) -> CpuBackend {
+        CpuBackend { layers }
+    }
+
+    /// `cache` as the host cache this backend made.
+    fn own<'c>(&self, cache: &'c mut dyn LayerCache) -> Result<&'c mut KvCache, BackendError> {
+        let layers = cache.layers();
+        cache
+            .as_any_mut()
+            .downcast_mut::<KvCache>()
+            .ok_or_else(|| BackendError::ForeignCache {
+                backend: self.name().to_string(),
+                layers,
+            })
+    }
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> &str {
+        "cpu"
+    }
+
+    fn layers(&self) -> Range<usize> {
+        self.layers.clone()
+    }
+
+    fn new_cache(
+        &self,
+        model: &Model,
+        layers: Range<usize>,
+        n_ctx: usize,
+    ) -> Result<Box<dyn LayerCache>, BackendError> {
+        Ok(Box::new(KvCache::for_layers(
+            layers,
+            n_ctx,
+            model.config.kv_dim(),
+        )))
+    }
+
+    fn run(
+        &self,
+        model: &Model,
+        pass: &Pass,
+        caches: &mut [&mut dyn LayerCache],
+        x: &mut [f32],
+    ) -> Result<(), BackendError> {
+        let mut kv = Vec::with_capacity(caches.len());
+        for c in caches.iter_mut() {
+            let c = self.own(&mut **c)?;
+            if !c.layers().contains(&pass.layers.start) || c.layers().end < pass.layers.end {
+                return Err(BackendError::ForeignCache {
+                    backend: self.name().to_string(),
+                    layers: c.layers(),
+                });
+            }
+            kv.push(c);
+        }
+        let n = pass.batch.len();
+        let mut scratch = Scratch::new(&model.config, n);
+        for il in pass.layers.clone() {
+            let layer = &model.weights.layers[il];
+            model.attention_block(il, layer, pass.batch, &mut kv, x, &mut scratch);
+            model.ffn_block(layer, n, pass.plan, x, &mut scratch);
+        }
+        Ok(())
+    }
+
+    fn shift(
+        &self,
+        model: &Model,
+        cache: &mut dyn LayerCache,
+        keep: usize,
+        discard: usize,
+    ) -> Result<(), BackendError> {
+        let cache = self.own(cache)?;
+        let cfg = &model.config;
+        let layers = cache.layers();
+        let ropes: Vec<_> = layers
+            .clone()
+            .map(|il| model.layer_rope(il, cache.n_ctx()))
+            .collect();
+        cache.shift(keep, discard, |layer, key| {
+            ropes[layer - layers.start].unrotate(key, cfg.head_dim, discard)
+        });
+        Ok(())
+    }
+}
