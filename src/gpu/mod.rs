@@ -12,6 +12,7 @@
 //! the reason there is none) and the start line's wording. Not here: which layers run where
 //! (`-ngl`, the backend seam) and what the kernels compute (each `.cu` file's header).
 
+pub mod backend;
 pub mod device;
 pub mod driver;
 pub mod error;

@@ -1,11 +1,14 @@
 /* A stand-in for the NVIDIA driver library (libcuda.so.1) for tests/gpu.rs, built there with cc.
  * Behaviour from the environment: FAKE_CUDA_INIT=N makes cuInit return N; FAKE_CUDA_JIT=fail
  * makes cuModuleLoadDataEx fail with a log; FAKE_CUDA_DEVICES=N devices (default 1).
+ * FAKE_CUDA_LOG=PATH appends one line per kernel launch ("grid X Y Z block X Y Z"); kernels do
+ * nothing, and memory is zeroed host memory, so runs complete with meaningless numbers.
  * Built with -DONLY_INIT it exports cuInit alone (a driver missing symbols).
  * cuModuleLoadDataEx accepts only NUL-terminated PTX text for sm_75, as the real JIT would. */
 #include <stdlib.h>
 #include <string.h>
 #include <stddef.h>
+#include <stdio.h>
 
 typedef int CUresult;
 
@@ -73,7 +76,7 @@ CUresult cuModuleGetFunction(void **f, void *m, const char *name) {
     return 0;
 }
 CUresult cuModuleUnload(void *m) { (void)m; return 0; }
-CUresult cuMemAlloc_v2(unsigned long long *p, size_t n) { *p = (unsigned long long)malloc(n); return 0; }
+CUresult cuMemAlloc_v2(unsigned long long *p, size_t n) { *p = (unsigned long long)calloc(n ? n : 1, 1); return *p ? 0 : 2; }
 CUresult cuMemFree_v2(unsigned long long p) { free((void *)p); return 0; }
 CUresult cuMemcpyHtoD_v2(unsigned long long d, const void *s, size_t n) { memcpy((void *)d, s, n); return 0; }
 CUresult cuMemcpyDtoH_v2(void *d, unsigned long long s, size_t n) { memcpy(d, (void *)s, n); return 0; }
@@ -84,8 +87,15 @@ CUresult cuStreamDestroy_v2(void *s) { (void)s; return 0; }
 CUresult cuStreamSynchronize(void *s) { (void)s; return 0; }
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned shared, void *stream, void **params, void **extra) {
-    (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shared;
-    (void)stream; (void)params; (void)extra;
+    (void)f; (void)shared; (void)stream; (void)params; (void)extra;
+    const char *path = getenv("FAKE_CUDA_LOG");
+    if (path && *path) {
+        FILE *log = fopen(path, "a");
+        if (log) {
+            fprintf(log, "grid %u %u %u block %u %u %u\n", gx, gy, gz, bx, by, bz);
+            fclose(log);
+        }
+    }
     return 0;
 }
 #endif
