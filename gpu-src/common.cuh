@@ -14,6 +14,7 @@ typedef unsigned long long u64;
 // -infinity (NVRTC has no math.h macros).
 #define NEG_INF __int_as_float(0xff800000)
 
+#ifdef __CUDA_ARCH__
 // IEEE half bits to float (exact).
 __device__ __forceinline__ float f16_to_f32(u16 h) {
     float f;
@@ -28,6 +29,34 @@ __device__ __forceinline__ u16 f32_to_f16(float f) {
     return h;
 }
 
+#else
+// A host build of the headers (tests/data/gpu/host_quant.cpp, which checks the block decoding
+// against the Rust engine): the same conversions in portable C++. Never seen by NVRTC.
+#include <cstring>
+#define __device__
+#define __forceinline__ inline
+static inline float f16_to_f32(u16 h) {
+    u32 sign = (u32)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0 && man == 0) {
+        bits = sign;
+    } else if (exp == 0) {  // subnormal: normalise
+        int e = -1;
+        do {
+            man <<= 1;
+            e++;
+        } while (!(man & 0x400));
+        bits = sign | ((u32)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else {
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    }
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+#endif
+
 // A little-endian u16 at any byte address (block fields are not aligned).
 __device__ __forceinline__ u16 load_u16(const u8* p) {
     return (u16)p[0] | ((u16)p[1] << 8);
@@ -38,6 +67,7 @@ __device__ __forceinline__ float load_f16(const u8* p) {
     return f16_to_f32(load_u16(p));
 }
 
+#ifdef __CUDA_ARCH__
 __device__ __forceinline__ float warp_sum(float v) {
     for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
     return v;
@@ -72,3 +102,4 @@ __device__ __forceinline__ float block_max(float v, float* shared) {
     v = lane < n_warps ? shared[lane] : NEG_INF;
     return warp_max(v);
 }
+#endif  // __CUDA_ARCH__

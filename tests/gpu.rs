@@ -346,3 +346,112 @@ fn the_committed_ptx_is_what_the_sources_give() {
         _ => panic!("tools/build-ptx.py --check failed:\n{text}"),
     }
 }
+
+/// The kernels' block decoding (`gpu-src/quant.cuh`'s `Q<T>::deq32`, built for the host by
+/// `tests/data/gpu/host_quant.cpp`) gives exactly the engine's dequantized rows for every weight
+/// type the kernels read, on random blocks with finite scales.
+#[test]
+fn the_kernels_decode_every_block_layout_as_the_engine_does() {
+    use half::f16;
+    use llamafile::ops::QMat;
+    use llamafile::quant::GgmlType;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("host_quant-{}", std::process::id()));
+    let built = Command::new("c++")
+        .args([
+            "-std=c++17",
+            "-O1",
+            "-ffp-contract=off",
+            "-Wall",
+            "-Wno-unknown-pragmas",
+            "-I",
+        ])
+        .arg(root.join("gpu-src"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(root.join("tests/data/gpu/host_quant.cpp"))
+        .output();
+    match built {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!(
+            "the host build of quant.cuh failed:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => {
+            eprintln!("skipping: no C++ compiler (c++: {e})");
+            return;
+        }
+    }
+    // (type, kernel suffix, block bytes, byte offsets of f16 scale fields in a block)
+    let types: [(GgmlType, &str, usize, &[usize]); 9] = [
+        (GgmlType::F32, "f32", 4, &[]),
+        (GgmlType::F16, "f16", 2, &[0]),
+        (GgmlType::Q4_0, "q4_0", 18, &[0]),
+        (GgmlType::Q4_1, "q4_1", 20, &[0, 2]),
+        (GgmlType::Q5_0, "q5_0", 22, &[0]),
+        (GgmlType::Q8_0, "q8_0", 34, &[0]),
+        (GgmlType::Q4K, "q4_k", 144, &[0, 2]),
+        (GgmlType::Q5K, "q5_k", 176, &[0, 2]),
+        (GgmlType::Q6K, "q6_k", 210, &[208]),
+    ];
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let (rows, cols) = (3usize, 512usize);
+    for (ty, suffix, block, scales) in types {
+        let row_bytes = cols / ty.block_elems() * block;
+        let mut data: Vec<u8> = (0..rows * row_bytes).map(|_| next() as u8).collect();
+        let mut finite = |next: &mut dyn FnMut() -> u64| (next() % 4001) as f32 / 1000.0 - 2.0;
+        for b in data.chunks_exact_mut(block) {
+            if ty == GgmlType::F32 {
+                b.copy_from_slice(&finite(&mut next).to_le_bytes());
+            }
+            for &at in scales {
+                let h = f16::from_f32(finite(&mut next)).to_bits();
+                b[at..at + 2].copy_from_slice(&h.to_le_bytes());
+            }
+        }
+        let mut child = Command::new(&exe)
+            .args([suffix, &cols.to_string()])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(&data).unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{suffix}: host_quant failed");
+        let got: Vec<f32> = out
+            .stdout
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let m = QMat {
+            ty,
+            rows,
+            cols,
+            data: &data,
+        };
+        let mut want = vec![0f32; rows * cols];
+        for (r, row) in want.chunks_exact_mut(cols).enumerate() {
+            m.dequantize_row(r, row);
+        }
+        assert_eq!(got.len(), want.len(), "{suffix}");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                g.to_bits() == w.to_bits(),
+                "{suffix}: element {} of row {}: kernel {g}, engine {w}",
+                i % cols,
+                i / cols
+            );
+        }
+    }
+    let _ = std::fs::remove_file(&exe);
+}
