@@ -34,6 +34,7 @@ __device__ __forceinline__ u16 f32_to_f16(float f) {
 // against the Rust engine): the same conversions in portable C++. Never seen by NVRTC.
 #include <cstring>
 #define __device__
+#define __global__
 #define __forceinline__ inline
 static inline float f16_to_f32(u16 h) {
     u32 sign = (u32)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
@@ -54,6 +55,27 @@ static inline float f16_to_f32(u16 h) {
     float f;
     std::memcpy(&f, &bits, 4);
     return f;
+}
+
+// Round to nearest even, as cvt.rn.f16.f32.
+static inline u16 f32_to_f16(float f) {
+    u32 x;
+    std::memcpy(&x, &f, 4);
+    const u32 sign = (x >> 16) & 0x8000, a = x & 0x7fffffff;
+    if (a > 0x7f800000) return (u16)(sign | 0x7e00);  // NaN
+    if (a >= 0x477ff000) return (u16)(sign | 0x7c00);  // rounds past 65504: infinity
+    if (a < 0x38800000) {                               // a half subnormal, or zero
+        if (a < 0x33000000) return (u16)sign;
+        const u32 e = a >> 23, m = (a & 0x7fffff) | 0x800000, shift = 126 - e;
+        u32 r = m >> shift;
+        const u32 rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (r & 1))) r++;
+        return (u16)(sign | r);
+    }
+    u32 r = (a >> 13) - (112u << 10);
+    const u32 rem = a & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (r & 1))) r++;
+    return (u16)(sign | r);
 }
 #endif
 

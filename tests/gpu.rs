@@ -355,34 +355,9 @@ fn the_kernels_decode_every_block_layout_as_the_engine_does() {
     use half::f16;
     use llamafile::ops::QMat;
     use llamafile::quant::GgmlType;
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let exe =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("host_quant-{}", std::process::id()));
-    let built = Command::new("c++")
-        .args([
-            "-std=c++17",
-            "-O1",
-            "-ffp-contract=off",
-            "-Wall",
-            "-Wno-unknown-pragmas",
-            "-I",
-        ])
-        .arg(root.join("gpu-src"))
-        .arg("-o")
-        .arg(&exe)
-        .arg(root.join("tests/data/gpu/host_quant.cpp"))
-        .output();
-    match built {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => panic!(
-            "the host build of quant.cuh failed:\n{}",
-            String::from_utf8_lossy(&o.stderr)
-        ),
-        Err(e) => {
-            eprintln!("skipping: no C++ compiler (c++: {e})");
-            return;
-        }
-    }
+    let Some(exe) = host_build("host_quant") else {
+        return;
+    };
     // (type, kernel suffix, block bytes, byte offsets of f16 scale fields in a block)
     let types: [(GgmlType, &str, usize, &[usize]); 9] = [
         (GgmlType::F32, "f32", 4, &[]),
@@ -453,5 +428,229 @@ fn the_kernels_decode_every_block_layout_as_the_engine_does() {
             );
         }
     }
+    let _ = std::fs::remove_file(&exe);
+}
+
+/// Builds `tests/data/gpu/NAME.cpp` (a host build of kernel sources) with `c++`; `None`, after
+/// saying so, when there is no C++ compiler.
+fn host_build(name: &str) -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let built = Command::new("c++")
+        .args([
+            "-std=c++17",
+            "-O1",
+            "-ffp-contract=off",
+            "-Wall",
+            "-Wno-unknown-pragmas",
+            "-I",
+        ])
+        .arg(root.join("gpu-src"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(root.join(format!("tests/data/gpu/{name}.cpp")))
+        .output();
+    match built {
+        Ok(o) if o.status.success() => Some(exe),
+        Ok(o) => panic!(
+            "the host build of {name} failed:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => {
+            eprintln!("skipping: no C++ compiler (c++: {e})");
+            None
+        }
+    }
+}
+
+/// Runs a host build with `args`, `input` on stdin; its stdout.
+fn run_host(exe: &Path, args: &[String], input: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut child = Command::new(exe)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{} {args:?} failed", exe.display());
+    out.stdout
+}
+
+fn le_bytes_f32(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn le_bytes_i32(v: &[i32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn floats(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// Seeded values in [-scale, scale).
+fn noise(seed: u64, n: usize, scale: f32) -> Vec<f32> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 11) as f64 / (1u64 << 53) as f64) as f32 * 2.0 * scale - scale
+        })
+        .collect()
+}
+
+/// The kernels without block-wide synchronisation (RoPE, SwiGLU, GeGLU, soft-cap, the KV
+/// store), built for the host by `tests/data/gpu/host_kernels.cpp` and run one thread at a time,
+/// give the engine's CPU results: bit for bit where both use the same libm (RoPE in both
+/// layouts with frequency factors and an attention factor, GeGLU's f16 table, soft-cap, the f16
+/// rounding of the cache); SwiGLU within float rounding (the engine uses ggml's approximate
+/// expf). On a GPU, cosf/sinf/expf/tanhf differ from glibc's in the last bits.
+#[test]
+fn the_elementwise_kernels_compute_what_the_engine_does() {
+    use half::f16;
+    use llamafile::ops::rope::{Rope, RopeStyle};
+    use std::sync::Arc;
+    let Some(exe) = host_build("host_kernels") else {
+        return;
+    };
+    // RoPE: 3 tokens at far-apart positions, 4 heads of 64, 48 rotated dimensions.
+    let (n_tok, heads, hd, nd) = (3usize, 4usize, 64usize, 48usize);
+    let pos = [0i32, 17, 4999];
+    let factors: Vec<f32> = noise(7, nd / 2, 1.0)
+        .iter()
+        .map(|f| 1.0 + f.abs() * 3.0)
+        .collect();
+    for style in [RopeStyle::Normal, RopeStyle::Neox] {
+        for ff in [None, Some(factors.clone())] {
+            let rope = Rope {
+                style,
+                n_dims: nd,
+                freq_base: 10000.0,
+                freq_scale: 0.5,
+                freq_factors: ff.clone().map(|f| Arc::from(f.as_slice())),
+                attn_factor: 1.25,
+            };
+            let x = noise(3, n_tok * heads * hd, 2.0);
+            let mut input = le_bytes_f32(&x);
+            input.extend(le_bytes_i32(&pos));
+            if let Some(f) = &ff {
+                input.extend(le_bytes_f32(f));
+            }
+            // As the backend computes it; printed exactly ({:e} of an f32 round-trips).
+            let theta_scale = rope.freq_base.powf(-2.0 / nd as f32);
+            let args = vec![
+                "rope".to_string(),
+                n_tok.to_string(),
+                heads.to_string(),
+                hd.to_string(),
+                nd.to_string(),
+                ((style == RopeStyle::Neox) as i32).to_string(),
+                format!("{theta_scale:e}"),
+                format!("{:e}", rope.freq_scale),
+                format!("{:e}", rope.attn_factor),
+                (ff.is_some() as i32).to_string(),
+            ];
+            let got = floats(&run_host(&exe, &args, &input));
+            let mut want = x.clone();
+            for (t, row) in want.chunks_exact_mut(heads * hd).enumerate() {
+                rope.apply(row, hd, pos[t] as usize);
+            }
+            assert_eq!(got.len(), want.len());
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    g.to_bits() == w.to_bits(),
+                    "rope {style:?}, factors {}: [{i}] kernel {g}, engine {w}",
+                    ff.is_some()
+                );
+            }
+        }
+    }
+    // Activations over values spanning GELU's table range and beyond.
+    let n = 1000;
+    let gate = noise(11, n, 12.0);
+    let up = noise(12, n, 3.0);
+    let mut input = le_bytes_f32(&gate);
+    input.extend(le_bytes_f32(&up));
+    let got = floats(&run_host(&exe, &["geglu".into(), n.to_string()], &input));
+    let mut want = gate.clone();
+    llamafile::ops::activation::geglu(&mut want, &up);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            g.to_bits() == w.to_bits(),
+            "geglu [{i}] of {}: kernel {g}, engine {w}",
+            gate[i]
+        );
+    }
+    let got = floats(&run_host(&exe, &["swiglu".into(), n.to_string()], &input));
+    let mut want = gate.clone();
+    llamafile::ops::activation::swiglu(&mut want, &up);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() <= 2e-6 * w.abs().max(1e-3),
+            "swiglu [{i}]: kernel {g}, engine {w}"
+        );
+    }
+    let x = noise(13, n, 80.0);
+    let args = ["softcap".to_string(), n.to_string(), "30".to_string()];
+    let got = floats(&run_host(&exe, &args, &le_bytes_f32(&x)));
+    let mut want = x.clone();
+    llamafile::ops::softcap::softcap_all(&mut want, 30.0);
+    assert_eq!(got, want, "softcap");
+    // The KV store: rows to their positions, rounded to f16 as the host cache rounds; values
+    // past f16's range, subnormals and ties included.
+    let (n_tok, d, n_ctx) = (3usize, 96usize, 8usize);
+    let mut k = noise(21, n_tok * d, 4.0);
+    k[..7].copy_from_slice(&[
+        70000.0,
+        -65519.0,
+        3.0e-6,
+        2.0f32.powi(-25),
+        1.0 + 2.0f32.powi(-11),
+        1.0 + 3.0 * 2.0f32.powi(-11),
+        6.0e-8,
+    ]);
+    let v = noise(22, n_tok * d, 1.0e-3);
+    let pos = [5i32, 0, 7];
+    let mut input = le_bytes_f32(&k);
+    input.extend(le_bytes_f32(&v));
+    input.extend(le_bytes_i32(&pos));
+    let args = [
+        "kv_store".to_string(),
+        n_tok.to_string(),
+        d.to_string(),
+        n_ctx.to_string(),
+    ];
+    let out = run_host(&exe, &args, &input);
+    let halves: Vec<u16> = out
+        .chunks_exact(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .collect();
+    let (kc, vc) = halves.split_at(n_ctx * d);
+    for (t, &p) in pos.iter().enumerate() {
+        for i in 0..d {
+            let at = p as usize * d + i;
+            let key = k[t * d + i];
+            assert_eq!(
+                kc[at],
+                f16::from_f32(key).to_bits(),
+                "key {t},{i} = {key:e}"
+            );
+            assert_eq!(
+                vc[at],
+                f16::from_f32(v[t * d + i]).to_bits(),
+                "value {t},{i}"
+            );
+        }
+    }
+    assert!(
+        kc[d..2 * d].iter().all(|&h| h == 0),
+        "a position no token named was written"
+    );
     let _ = std::fs::remove_file(&exe);
 }
