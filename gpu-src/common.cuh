@@ -89,7 +89,9 @@ __device__ __forceinline__ float load_f16(const u8* p) {
     return f16_to_f32(load_u16(p));
 }
 
-#ifdef __CUDA_ARCH__
+// Device code, or the threaded host build of tests/data/gpu/host_threads.cpp, which supplies
+// __shfl_xor_sync and __syncthreads.
+#if defined(__CUDA_ARCH__) || defined(HOST_THREADS)
 __device__ __forceinline__ float warp_sum(float v) {
     for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
     return v;

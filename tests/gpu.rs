@@ -654,3 +654,276 @@ fn the_elementwise_kernels_compute_what_the_engine_does() {
     );
     let _ = std::fs::remove_file(&exe);
 }
+
+/// The kernel suffix, block bytes and f16 scale offsets of each weight type the kernels read.
+const LAYOUTS: [(llamafile::quant::GgmlType, &str, usize, &[usize]); 9] = {
+    use llamafile::quant::GgmlType as T;
+    [
+        (T::F32, "f32", 4, &[]),
+        (T::F16, "f16", 2, &[0]),
+        (T::Q4_0, "q4_0", 18, &[0]),
+        (T::Q4_1, "q4_1", 20, &[0, 2]),
+        (T::Q5_0, "q5_0", 22, &[0]),
+        (T::Q8_0, "q8_0", 34, &[0]),
+        (T::Q4K, "q4_k", 144, &[0, 2]),
+        (T::Q5K, "q5_k", 176, &[0, 2]),
+        (T::Q6K, "q6_k", 210, &[208]),
+    ]
+};
+
+/// `rows` random weight rows of `cols` in the layout at `LAYOUTS[which]`, with finite scales
+/// (small, so products stay in range), and their dequantized values from the engine.
+fn random_weights(which: usize, rows: usize, cols: usize, seed: u64) -> (Vec<u8>, Vec<f32>) {
+    use half::f16;
+    let (ty, _, block, scales) = LAYOUTS[which];
+    let row_bytes = cols / ty.block_elems() * block;
+    let bytes: Vec<u8> = noise(seed, rows * row_bytes, 1.0)
+        .iter()
+        .map(|v| ((v + 1.0) * 127.9) as u8)
+        .collect();
+    let small = noise(seed + 1, bytes.len() / block + 1, 0.05);
+    let mut data = bytes;
+    for (b, s) in data.chunks_exact_mut(block).zip(&small) {
+        if ty == llamafile::quant::GgmlType::F32 {
+            b.copy_from_slice(&(s * 20.0).to_le_bytes());
+        }
+        for &at in scales {
+            let h = f16::from_f32(*s).to_bits();
+            b[at..at + 2].copy_from_slice(&h.to_le_bytes());
+        }
+    }
+    let m = llamafile::ops::QMat {
+        ty,
+        rows,
+        cols,
+        data: &data,
+    };
+    let mut values = vec![0f32; rows * cols];
+    for (r, row) in values.chunks_exact_mut(cols).enumerate() {
+        m.dequantize_row(r, row);
+    }
+    (data, values)
+}
+
+/// The kernels that synchronise (warp shuffles, __syncthreads), built for the host by
+/// `tests/data/gpu/host_threads.cpp` with one std::thread per CUDA thread, against the engine:
+/// matrix-vector (1 and 3 tokens) and tiled products (partial 64x64 tiles) for every weight type
+/// against f64 dot products of the engine's dequantized rows; embedding rows, RMS norm and argmax
+/// exactly; attention (GQA, a sliding window, soft-capping, several tokens, several chunks of
+/// positions) and softmax against f64.
+#[test]
+fn the_synchronising_kernels_compute_what_the_engine_does() {
+    use half::f16;
+    let Some(exe) = host_build_threads() else {
+        return;
+    };
+    for (which, &(_, suffix, _, _)) in LAYOUTS.iter().enumerate() {
+        let cols = 512;
+        for (kernel, rows, n_tok) in [
+            ("matvec", 9usize, 1usize),
+            ("matvec", 9, 3),
+            ("matmul", 70, 67),
+        ] {
+            let (w, wv) = random_weights(which, rows, cols, 40 + which as u64);
+            let x = noise(50 + n_tok as u64, n_tok * cols, 1.0);
+            let mut input = w.clone();
+            input.extend(le_bytes_f32(&x));
+            let args = [kernel, suffix]
+                .map(String::from)
+                .into_iter()
+                .chain([rows, cols, n_tok].map(|v| v.to_string()));
+            let got = floats(&run_host(&exe, &args.collect::<Vec<_>>(), &input));
+            assert_eq!(got.len(), n_tok * rows);
+            for t in 0..n_tok {
+                for r in 0..rows {
+                    let terms = (0..cols).map(|c| wv[r * cols + c] as f64 * x[t * cols + c] as f64);
+                    let want: f64 = terms.clone().sum();
+                    let size: f64 = terms.map(f64::abs).sum();
+                    let g = got[t * rows + r] as f64;
+                    assert!(
+                        (g - want).abs() <= 1e-5 * size + 1e-6,
+                        "{kernel}_{suffix} token {t} row {r}: kernel {g}, f64 {want}"
+                    );
+                }
+            }
+        }
+        // Embedding rows, scaled.
+        let (w, wv) = random_weights(which, 6, 256, 60);
+        let ids = [5i32, 0, 5, 2];
+        let mut input = w;
+        input.extend(le_bytes_i32(&ids));
+        let args = ["get_rows", suffix, "6", "256", "4", "1.5"].map(String::from);
+        let got = floats(&run_host(&exe, &args, &input));
+        for (i, &id) in ids.iter().enumerate() {
+            let want: Vec<f32> = wv[id as usize * 256..][..256]
+                .iter()
+                .map(|v| v * 1.5)
+                .collect();
+            assert_eq!(got[i * 256..][..256], want[..], "get_rows_{suffix} id {id}");
+        }
+    }
+    // RMS norm, exactly the engine's.
+    let (rows, cols) = (5usize, 576usize);
+    let x = noise(70, rows * cols, 3.0);
+    let w = noise(71, cols, 1.0);
+    let mut input = le_bytes_f32(&x);
+    input.extend(le_bytes_f32(&w));
+    let got = floats(&run_host(
+        &exe,
+        &["rms_norm", "5", "576", "1e-5"].map(String::from),
+        &input,
+    ));
+    let mut want = vec![0f32; rows * cols];
+    llamafile::ops::norm::rms_norm_rows_into(&x, &w, cols, 1e-5, &mut want);
+    assert_eq!(got, want, "rms_norm");
+    // Attention: 3 tokens of 4 query heads over 2 kv heads of 64, 300 cached positions (three
+    // chunks of 128), with and without a window and a soft-cap.
+    let (n_tok, nh, nkv, hd, n_ctx) = (3usize, 4usize, 2usize, 64usize, 300usize);
+    let kv_dim = nkv * hd;
+    let q = noise(80, n_tok * nh * hd, 1.0);
+    // Keys grow with the position, so later chunks raise the running maximum (and the
+    // accumulator must be rescaled).
+    let keys: Vec<f16> = noise(81, n_ctx * kv_dim, 1.0)
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| f16::from_f32(v * (0.5 + (i / kv_dim) as f32 / 40.0)))
+        .collect();
+    let values: Vec<f16> = noise(82, n_ctx * kv_dim, 1.0)
+        .iter()
+        .map(|&v| f16::from_f32(v))
+        .collect();
+    let pos = [0i32, 150, 299];
+    for (softcap, window) in [(0.0f32, 0usize), (0.0, 100), (20.0, 0), (20.0, 37)] {
+        let mut input = le_bytes_f32(&q);
+        input.extend(keys.iter().flat_map(|h| h.to_bits().to_le_bytes()));
+        input.extend(values.iter().flat_map(|h| h.to_bits().to_le_bytes()));
+        input.extend(le_bytes_i32(&pos));
+        let args: Vec<String> = ["attention".to_string()]
+            .into_iter()
+            .chain([n_tok, nh, nkv, hd, n_ctx].map(|v| v.to_string()))
+            .chain(["0.125".to_string(), softcap.to_string(), window.to_string()])
+            .collect();
+        let got = floats(&run_host(&exe, &args, &input));
+        for t in 0..n_tok {
+            let p = pos[t] as usize;
+            let first = if window > 0 {
+                (p + 1).saturating_sub(window)
+            } else {
+                0
+            };
+            for h in 0..nh {
+                // In f64: the engine's CPU attention mimics ggml's, whose accumulator is f16.
+                let kvh = h / (nh / nkv);
+                let qh = &q[(t * nh + h) * hd..][..hd];
+                let row = |c: &[f16], p: usize| -> Vec<f64> {
+                    c[p * kv_dim + kvh * hd..][..hd]
+                        .iter()
+                        .map(|v| v.to_f64())
+                        .collect()
+                };
+                let scores: Vec<f64> = (first..=p)
+                    .map(|j| {
+                        let dot: f64 = row(&keys, j)
+                            .iter()
+                            .zip(qh)
+                            .map(|(k, q)| k * *q as f64)
+                            .sum();
+                        let s = dot * 0.125;
+                        if softcap > 0.0 {
+                            softcap as f64 * (s / softcap as f64).tanh()
+                        } else {
+                            s
+                        }
+                    })
+                    .collect();
+                let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let weights: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+                let total: f64 = weights.iter().sum();
+                let g = &got[(t * nh + h) * hd..][..hd];
+                for d in 0..hd {
+                    let want: f64 = (first..=p)
+                        .zip(&weights)
+                        .map(|(j, w)| w * row(&values, j)[d])
+                        .sum::<f64>()
+                        / total;
+                    let a = g[d] as f64;
+                    assert!(
+                        (a - want).abs() <= 1e-5 + 1e-4 * want.abs(),
+                        "attention cap {softcap} window {window} token {t} head {h} dim {d}: kernel {a}, f64 {want}"
+                    );
+                }
+            }
+        }
+    }
+    // Argmax (ties to the lowest index) and softmax over vocabulary-sized rows.
+    let n = 5000;
+    let mut x = noise(90, 2 * n, 10.0);
+    x[n + 4321] = 50.0;
+    x[n + 4322] = 50.0;
+    let got = run_host(
+        &exe,
+        &["argmax", "2", "5000"].map(String::from),
+        &le_bytes_f32(&x),
+    );
+    let idx: Vec<i32> = got
+        .chunks_exact(4)
+        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let first_max = |row: &[f32]| {
+        let m = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+        row.iter().position(|&v| v == m).unwrap() as i32
+    };
+    assert_eq!(idx, vec![first_max(&x[..n]), 4321]);
+    let got = floats(&run_host(
+        &exe,
+        &["softmax", "2", "5000"].map(String::from),
+        &le_bytes_f32(&x),
+    ));
+    for row in 0..2 {
+        let r = &x[row * n..][..n];
+        let m = r.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
+        let sum: f64 = r.iter().map(|&v| (v as f64 - m).exp()).sum();
+        for (i, &v) in r.iter().enumerate() {
+            let want = (v as f64 - m).exp() / sum;
+            let g = got[row * n + i] as f64;
+            assert!(
+                (g - want).abs() <= 1e-6 + 1e-5 * want,
+                "softmax [{row}][{i}]: {g} vs {want}"
+            );
+        }
+    }
+    let _ = std::fs::remove_file(&exe);
+}
+
+/// `tests/data/gpu/host_threads.cpp` built with `c++` (C++20 for std::barrier, threads).
+fn host_build_threads() -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("host_threads-{}", std::process::id()));
+    let built = Command::new("c++")
+        .args([
+            "-std=c++20",
+            "-O1",
+            "-ffp-contract=off",
+            "-pthread",
+            "-Wall",
+            "-Wno-unknown-pragmas",
+            "-I",
+        ])
+        .arg(root.join("gpu-src"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(root.join("tests/data/gpu/host_threads.cpp"))
+        .output();
+    match built {
+        Ok(o) if o.status.success() => Some(exe),
+        Ok(o) => panic!(
+            "the host build of host_threads failed:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => {
+            eprintln!("skipping: no C++ compiler (c++: {e})");
+            None
+        }
+    }
+}
