@@ -7,6 +7,9 @@ use crate::cli::Cli;
 use crate::escapes::process_escapes;
 use crate::generate::Session;
 use crate::gguf::GgufFile;
+use crate::gpu::backend::CudaBackend;
+use crate::gpu::startup::{probe_for_run, GpuStart};
+use crate::gpu::{line_on_gpu, GpuMode};
 use crate::model::Model;
 use crate::perplexity::perplexity;
 use crate::sampling::grammar::json_schema;
@@ -37,22 +40,52 @@ pub fn load_model(name: &str, own: Option<&Bundle>) -> Result<Loaded> {
     Ok(Loaded { model, tokenizer })
 }
 
-/// Places `model`'s blocks as `-ngl` asks (llama.cpp's default when absent: `auto`). No device
-/// backend is built into this engine yet, so the plan has no device layers and every block
-/// stays where loading put it (the CPU, or the debug split of `LLAMAFILE_SPLIT_LAYERS`); a
-/// device backend is built here, for [`LayerPlan::device`], when there is one.
-fn place_layers(cli: &Cli, model: &mut Model) -> Result<LayerPlan> {
+/// Places `model`'s blocks as `-ngl` asks (llama.cpp's default when absent: `auto`) on the GPU
+/// the start-up probe found, building the CUDA backend for the plan's device layers, and prints
+/// the start line. Without a GPU, or when the backend cannot be built (a weight type without
+/// kernels, experts, device memory), every block stays where loading put it (the CPU, or the
+/// debug split of `LLAMAFILE_SPLIT_LAYERS`) and the line says why; with `--gpu nvidia` that is
+/// an error instead.
+fn place_layers(cli: &Cli, model: &mut Model, gpu: &GpuStart, mode: GpuMode) -> Result<LayerPlan> {
     let ngl = cli
         .n_gpu_layers
         .as_deref()
         .and_then(GpuLayers::parse)
         .unwrap_or(GpuLayers::Auto);
-    let device: Option<Arc<dyn Backend>> = None;
-    let plan = LayerPlan::new(ngl, model.config.n_layer, device.is_some());
-    if plan.n_device() > 0 {
-        model.set_placement(plan.placement(device)?)?;
+    let n_layer = model.config.n_layer;
+    let GpuStart::Found(opened) = gpu else {
+        for line in gpu.lines(0, n_layer) {
+            eprintln!("{line}");
+        }
+        return Ok(LayerPlan::new(ngl, n_layer, false));
+    };
+    for note in &opened.notes {
+        eprintln!("{note}");
     }
-    Ok(plan)
+    let info = opened.device.info();
+    let plan = LayerPlan::new(ngl, n_layer, true);
+    if plan.n_device() == 0 {
+        eprintln!("{}", line_on_gpu(info, 0, n_layer));
+        return Ok(plan);
+    }
+    match CudaBackend::new(
+        model,
+        &opened.device,
+        plan.device.clone(),
+        plan.head_on_device,
+    ) {
+        Ok(backend) => {
+            let device: Arc<dyn Backend> = Arc::new(backend);
+            model.set_placement(plan.placement(Some(device))?)?;
+            eprintln!("{}", line_on_gpu(info, plan.n_device(), n_layer));
+            Ok(plan)
+        }
+        Err(e) if mode == GpuMode::Nvidia => bail!("--gpu nvidia: {info}: {e}"),
+        Err(e) => {
+            eprintln!("{} ({e}); running on CPU", line_on_gpu(info, 0, n_layer));
+            Ok(LayerPlan::new(ngl, n_layer, false))
+        }
+    }
 }
 
 /// `--upgrade-engine OLD OUT`: this executable with OLD's entries.
@@ -128,8 +161,11 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
         .max(1);
     crate::pool::init(threads);
     let name = model_name(cli, own)?;
+    // Before the model loads: `--gpu nvidia` without a usable GPU fails at once.
+    let gpu_opts = cli.gpu.options().map_err(anyhow::Error::msg)?;
+    let gpu = probe_for_run(&gpu_opts, cli.n_gpu_layers.as_deref()).map_err(anyhow::Error::msg)?;
     let mut loaded = load_model(&name, own)?;
-    place_layers(cli, &mut loaded.model)?;
+    place_layers(cli, &mut loaded.model, &gpu, gpu_opts.mode)?;
     if cli.compat.lock_weights() {
         if let Err(e) = loaded.model.file.shared_bytes().lock_in_memory() {
             eprintln!(
@@ -152,11 +188,6 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
             threads,
             crate::quant::kernel_variant()
         );
-    }
-    if let Some(n) = &cli.n_gpu_layers {
-        if n != "0" && cli.verbose {
-            eprintln!("llamafile: -ngl {n}: no GPU backend in this build, running on the CPU");
-        }
     }
     if cli.verbose {
         eprintln!("llamafile: {}", loaded.model.placement().describe());

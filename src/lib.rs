@@ -17,6 +17,7 @@ pub mod embedding;
 pub mod escapes;
 pub mod generate;
 pub mod gguf;
+pub mod gpu;
 pub mod kv_cache;
 pub mod model;
 pub mod ops;

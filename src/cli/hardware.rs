@@ -187,14 +187,6 @@ pub const FLAGS: &[Flag] = &[
         Some("LLAMA_ARG_TENSOR_SPLIT"),
         Effect::NoOp(CPU_ONLY),
     ),
-    valued(
-        &["main-gpu"],
-        &["-mg"],
-        "INDEX",
-        Check::Int,
-        Some("LLAMA_ARG_MAIN_GPU"),
-        Effect::NoOp(CPU_ONLY),
-    ),
     Flag {
         long: &["fit"],
         short: &["-fit"],

@@ -3,13 +3,14 @@
 //! rewritten to their long forms before clap sees them.
 //!
 //! Every flag of `llama-server --help` is accepted: the ones this program acts on are typed
-//! fields here and in `compat`, `spec`, `server_flags` and `embedding_flags`; the ones it accepts without effect,
+//! fields here and in `compat`, `spec`, `server_flags`, `embedding_flags` and `gpu_flags`; the ones it accepts without effect,
 //! or refuses because the feature is not built, are tables (`table`) grouped by concern
 //! (`hardware`, `model_flags`, `server_flags`, `logging`, `sampling_flags`, `spec`). Their
 //! `LLAMA_ARG_*` environment variables work too; the command line wins over a variable.
 
 mod compat;
 mod embedding_flags;
+mod gpu_flags;
 mod hardware;
 mod logging;
 mod model_flags;
@@ -20,6 +21,7 @@ mod table;
 
 pub use compat::CompatArgs;
 pub use embedding_flags::EmbeddingArgs;
+pub use gpu_flags::GpuArgs;
 pub use server_flags::ServerArgs;
 pub use spec::SpecArgs;
 
@@ -447,6 +449,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub emb: EmbeddingArgs,
+
+    #[command(flatten)]
+    pub gpu: GpuArgs,
 }
 
 impl Cli {
@@ -572,6 +577,7 @@ fn gpu_layers(v: &str) -> Result<String, String> {
 /// llama.cpp's multi-letter single-dash flags and the long flags they mean.
 const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-ngl", "--n-gpu-layers"),
+    ("-mg", "--main-gpu"),
     ("-ub", "--ubatch-size"),
     ("-np", "--parallel"),
     ("-cnv", "--chat"),

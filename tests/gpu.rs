@@ -1,0 +1,929 @@
+//! The GPU runtime without a GPU: what `--gpu`, `-ngl` and `--main-gpu` do when the driver is
+//! absent, broken, or a fake (`tests/data/gpu/fake_libcuda.c`, built here with `cc` and put on
+//! `LD_LIBRARY_PATH`): one clear line, the right reason, no crash, the CPU's output unchanged.
+//! Also: every kernel source compiles to a cubin through the runtime's NVRTC path (`--recompile`)
+//! and the committed PTX is what tools/build-ptx.py makes of the sources.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use common::{assert_one_line_error, model_path};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1";
+
+/// Runs llamafile with `args`, the driver search path set to `lib_dir`, and `env`.
+fn run(lib_dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_llamafile"));
+    cmd.args(args)
+        .env("LD_LIBRARY_PATH", lib_dir)
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .env_remove("FAKE_CUDA_INIT")
+        .env_remove("FAKE_CUDA_JIT");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run llamafile")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A directory holding `libcuda.so.1` built from the fake's source (`defines` for cc), made once
+/// per variant.
+fn fake_driver(variant: &str, defines: &[&str]) -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fake-cuda-{variant}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gpu/fake_libcuda.c");
+    let lib = dir.join("libcuda.so.1");
+    // Tests build in parallel threads of one process: each its own temporary name.
+    static BUILDS: AtomicUsize = AtomicUsize::new(0);
+    let n = BUILDS.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!("libcuda.so.1.{}-{n}", std::process::id()));
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&tmp)
+        .args(defines)
+        .arg(&src)
+        .status();
+    match built {
+        Ok(s) if s.success() => {
+            std::fs::rename(&tmp, &lib).unwrap();
+            Some(dir)
+        }
+        Ok(s) => panic!("cc failed to build the fake driver: {s}"),
+        Err(e) => {
+            eprintln!("skipping: no C compiler (cc: {e}) to build the fake driver");
+            None
+        }
+    }
+}
+
+/// An empty directory: no driver on the search path, unless the system has one.
+fn no_driver() -> Option<PathBuf> {
+    let system = [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib",
+        "/lib/x86_64-linux-gnu",
+    ];
+    if system
+        .iter()
+        .any(|d| Path::new(d).join("libcuda.so.1").exists())
+    {
+        eprintln!("skipping: this machine has a real libcuda.so.1");
+        return None;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-cuda");
+    std::fs::create_dir_all(&dir).unwrap();
+    Some(dir)
+}
+
+#[test]
+fn gpu_nvidia_without_a_driver_is_one_line_and_a_failure() {
+    let Some(dir) = no_driver() else { return };
+    // The probe comes before the model is read, so no model is needed to fail.
+    let out = run(
+        &dir,
+        &[],
+        &["-m", "absent.gguf", "-p", "hi", "--gpu", "nvidia"],
+    );
+    assert_one_line_error(&out, "--gpu nvidia: libcuda.so.1 not found");
+    let out = run(
+        &dir,
+        &[("CUDA_VISIBLE_DEVICES", "")],
+        &["-m", "absent.gguf", "--gpu", "nvidia"],
+    );
+    assert_one_line_error(
+        &out,
+        "--gpu nvidia: CUDA_VISIBLE_DEVICES is empty: no device visible",
+    );
+}
+
+#[test]
+fn ngl_without_a_driver_runs_on_the_cpu_and_says_why() {
+    let Some(dir) = no_driver() else { return };
+    let Some(model) = model_path(SMOLLM2) else {
+        return;
+    };
+    let m = model.to_str().unwrap();
+    let base = [
+        "-m",
+        m,
+        "-p",
+        "The capital of France is",
+        "-n",
+        "6",
+        "--temp",
+        "0",
+    ];
+    let cpu = run(&dir, &[], &base);
+    assert!(cpu.status.success(), "{}", stderr(&cpu));
+    assert!(
+        !stderr(&cpu).contains("gpu:"),
+        "a CPU run mentions the GPU: {}",
+        stderr(&cpu)
+    );
+    let with_ngl = run(&dir, &[], &[&base[..], &["-ngl", "99"]].concat());
+    assert!(with_ngl.status.success(), "{}", stderr(&with_ngl));
+    let lines: Vec<String> = stderr(&with_ngl)
+        .lines()
+        .filter(|l| l.starts_with("gpu:"))
+        .map(String::from)
+        .collect();
+    assert_eq!(
+        lines,
+        ["gpu: none (libcuda.so.1 not found); running on CPU"]
+    );
+    assert_eq!(
+        with_ngl.stdout, cpu.stdout,
+        "offload asked for, yet the output changed"
+    );
+    let off = run(
+        &dir,
+        &[],
+        &[&base[..], &["-ngl", "99", "--gpu", "disable"]].concat(),
+    );
+    assert!(stderr(&off).contains("gpu: none (--gpu disable); running on CPU"));
+    assert_eq!(off.stdout, cpu.stdout);
+}
+
+#[test]
+fn a_driver_missing_symbols_is_a_reason_not_a_crash() {
+    let Some(dir) = fake_driver("only-init", &["-DONLY_INIT"]) else {
+        return;
+    };
+    let out = run(&dir, &[], &["-m", "absent.gguf", "--gpu", "nvidia"]);
+    assert_one_line_error(
+        &out,
+        "--gpu nvidia: libcuda.so.1 has no cuDriverGetVersion: the NVIDIA driver is too old or not a CUDA driver",
+    );
+}
+
+#[test]
+fn driver_errors_become_reasons() {
+    let Some(dir) = fake_driver("full", &[]) else {
+        return;
+    };
+    let nvidia = ["-m", "absent.gguf", "--gpu", "nvidia"];
+    let out = run(&dir, &[("FAKE_CUDA_INIT", "999")], &nvidia);
+    assert_one_line_error(
+        &out,
+        "--gpu nvidia: cuInit failed: CUDA_ERROR_UNKNOWN (999)",
+    );
+    let out = run(&dir, &[("FAKE_CUDA_INIT", "100")], &nvidia);
+    assert_one_line_error(&out, "--gpu nvidia: no CUDA device found");
+    let out = run(&dir, &[("FAKE_CUDA_INIT", "4242")], &nvidia);
+    assert_one_line_error(
+        &out,
+        "--gpu nvidia: cuInit failed: unknown CUDA error (4242)",
+    );
+    let out = run(&dir, &[("FAKE_CUDA_DEVICES", "0")], &nvidia);
+    assert_one_line_error(&out, "--gpu nvidia: no CUDA device found");
+    let out = run(&dir, &[], &[&nvidia[..], &["--main-gpu", "1"]].concat());
+    assert_one_line_error(&out, "--gpu nvidia: --main-gpu 1: only 1 device(s) visible");
+    let out = run(&dir, &[], &[&nvidia[..], &["-mg", "-1"]].concat());
+    assert_one_line_error(&out, "--main-gpu -1: expected a device index, 0 or more");
+    let out = run(&dir, &[("CUDA_VISIBLE_DEVICES", " ")], &nvidia);
+    assert_one_line_error(&out, "CUDA_VISIBLE_DEVICES is empty");
+    // The JIT's error log is carried into the reason.
+    let out = run(&dir, &[("FAKE_CUDA_JIT", "fail")], &nvidia);
+    assert_one_line_error(
+        &out,
+        "--gpu nvidia: the driver cannot load kernel module activation: cuModuleLoadDataEx \
+         failed: CUDA_ERROR_INVALID_PTX (218): ptxas fatal   : fake JIT failure",
+    );
+}
+
+/// The start line of a run's stderr.
+fn gpu_line(out: &Output) -> String {
+    stderr(out)
+        .lines()
+        .find(|l| l.starts_with("gpu:"))
+        .map(String::from)
+        .unwrap_or_else(|| panic!("no gpu line: {}", stderr(out)))
+}
+
+#[test]
+fn a_working_driver_is_named_and_takes_the_layers_asked_for() {
+    let Some(dir) = fake_driver("full", &[]) else {
+        return;
+    };
+    let Some(model) = model_path(SMOLLM2) else {
+        return;
+    };
+    let m = model.to_str().unwrap();
+    let base = [
+        "-m",
+        m,
+        "-p",
+        "The capital of France is",
+        "-n",
+        "2",
+        "--temp",
+        "0",
+    ];
+    // The fake accepts only the embedded PTX (NUL-terminated, sm_75): reaching the start line
+    // means every module was handed over whole. Its kernels do nothing, so the numbers are
+    // meaningless; what is checked is the plumbing: the line, the launches, no crash.
+    let log =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("launches-{}", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let log_env = [("FAKE_CUDA_LOG", log.to_str().unwrap())];
+    let out = run(&dir, &log_env, &[&base[..], &["-ngl", "99"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line = gpu_line(&out);
+    assert!(line.starts_with("gpu: Fake GPU 24GB (cc 8.6, "), "{line}");
+    assert!(line.ends_with("), 30/30 layers"), "{line}");
+    let launches = std::fs::read_to_string(&log).expect("no kernel was launched");
+    let mut n = 0;
+    for l in launches.lines() {
+        let v: Vec<u32> = l
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        assert_eq!(v.len(), 6, "{l}");
+        assert!(v.iter().all(|&d| d > 0), "an empty launch: {l}");
+        assert!(v[3] * v[4] * v[5] <= 1024, "a block over 1024 threads: {l}");
+        n += 1;
+    }
+    // The prompt's pass: 16 launches a block (norm, q, k, v, 2 rope, kv store, attention, o,
+    // add, norm, gate, up, swiglu, down, add) and the head. Zero logits make token 0 (SmolLM2's
+    // end of text) the greedy choice, so no further pass follows.
+    assert_eq!(n, 30 * 16 + 1, "launches: {launches}");
+    std::fs::remove_file(&log).unwrap();
+
+    let out = run(&dir, &[], &[&base[..], &["-ngl", "10"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        gpu_line(&out).ends_with("), 10/30 layers"),
+        "{}",
+        gpu_line(&out)
+    );
+    let out = run(
+        &dir,
+        &[],
+        &[&base[..], &["--gpu", "nvidia", "-ngl", "0"]].concat(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        gpu_line(&out).ends_with("), 0/30 layers"),
+        "{}",
+        gpu_line(&out)
+    );
+
+    // A JIT failure under auto: the CPU runs, says why, and the output is the CPU's.
+    let cpu = run(&dir, &[], &base);
+    let out = run(
+        &dir,
+        &[("FAKE_CUDA_JIT", "fail")],
+        &[&base[..], &["-ngl", "99"]].concat(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        gpu_line(&out).starts_with("gpu: none (the driver cannot load kernel module activation: "),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(out.stdout, cpu.stdout);
+}
+
+/// The pip package's libnvrtc.so, when Python has it.
+fn pip_nvrtc() -> Option<PathBuf> {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import nvidia.cuda_nvrtc as p, glob, os; \
+             print(sorted(glob.glob(os.path.join(p.__path__[0], 'lib', 'libnvrtc.so*')))[0])",
+        ])
+        .output()
+        .ok()?;
+    let path = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+    path.is_file().then_some(path)
+}
+
+#[test]
+fn every_kernel_compiles_for_exact_gpus_through_the_recompile_path() {
+    use llamafile::gpu::kernels::MODULES;
+    use llamafile::gpu::nvrtc::Nvrtc;
+    use llamafile::gpu::recompile::Compiler;
+    let Some(path) = pip_nvrtc() else {
+        eprintln!("skipping: no NVRTC (pip install nvidia-cuda-nvrtc-cu12==12.0.140)");
+        return;
+    };
+    let nvrtc = Nvrtc::open(&path).expect("NVRTC has every entry point");
+    for arch in ["75", "86", "90"] {
+        for m in MODULES {
+            let cubin = Compiler::compile(&nvrtc, m, arch)
+                .unwrap_or_else(|log| panic!("{}.cu for sm_{arch}: {log}", m.name));
+            assert!(cubin.starts_with(b"\x7fELF"), "{}: not a cubin", m.name);
+        }
+    }
+    // A syntax error is an error with the compiler's log, not a crash.
+    let mut broken = MODULES[0];
+    broken.source = "extern \"C\" __global__ void k( { }";
+    let err = Compiler::compile(&nvrtc, &broken, "75").unwrap_err();
+    assert!(err.contains("error"), "{err}");
+}
+
+#[test]
+fn the_committed_ptx_is_what_the_sources_give() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/build-ptx.py");
+    let out = match Command::new("python3").arg(&script).arg("--check").output() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("skipping: no python3 ({e})");
+            return;
+        }
+    };
+    let text = String::from_utf8_lossy(&out.stderr);
+    match out.status.code() {
+        Some(0) => {}
+        Some(2) => eprintln!("skipping: {}", text.trim()),
+        _ => panic!("tools/build-ptx.py --check failed:\n{text}"),
+    }
+}
+
+/// The kernels' block decoding (`gpu-src/quant.cuh`'s `Q<T>::deq32`, built for the host by
+/// `tests/data/gpu/host_quant.cpp`) gives exactly the engine's dequantized rows for every weight
+/// type the kernels read, on random blocks with finite scales.
+#[test]
+fn the_kernels_decode_every_block_layout_as_the_engine_does() {
+    use half::f16;
+    use llamafile::ops::QMat;
+    use llamafile::quant::GgmlType;
+    let Some(exe) = host_build("host_quant") else {
+        return;
+    };
+    // (type, kernel suffix, block bytes, byte offsets of f16 scale fields in a block)
+    let types: [(GgmlType, &str, usize, &[usize]); 9] = [
+        (GgmlType::F32, "f32", 4, &[]),
+        (GgmlType::F16, "f16", 2, &[0]),
+        (GgmlType::Q4_0, "q4_0", 18, &[0]),
+        (GgmlType::Q4_1, "q4_1", 20, &[0, 2]),
+        (GgmlType::Q5_0, "q5_0", 22, &[0]),
+        (GgmlType::Q8_0, "q8_0", 34, &[0]),
+        (GgmlType::Q4K, "q4_k", 144, &[0, 2]),
+        (GgmlType::Q5K, "q5_k", 176, &[0, 2]),
+        (GgmlType::Q6K, "q6_k", 210, &[208]),
+    ];
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let (rows, cols) = (3usize, 512usize);
+    for (ty, suffix, block, scales) in types {
+        let row_bytes = cols / ty.block_elems() * block;
+        let mut data: Vec<u8> = (0..rows * row_bytes).map(|_| next() as u8).collect();
+        let mut finite = |next: &mut dyn FnMut() -> u64| (next() % 4001) as f32 / 1000.0 - 2.0;
+        for b in data.chunks_exact_mut(block) {
+            if ty == GgmlType::F32 {
+                b.copy_from_slice(&finite(&mut next).to_le_bytes());
+            }
+            for &at in scales {
+                let h = f16::from_f32(finite(&mut next)).to_bits();
+                b[at..at + 2].copy_from_slice(&h.to_le_bytes());
+            }
+        }
+        let mut child = Command::new(&exe)
+            .args([suffix, &cols.to_string()])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(&data).unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{suffix}: host_quant failed");
+        let got: Vec<f32> = out
+            .stdout
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let m = QMat {
+            ty,
+            rows,
+            cols,
+            data: &data,
+        };
+        let mut want = vec![0f32; rows * cols];
+        for (r, row) in want.chunks_exact_mut(cols).enumerate() {
+            m.dequantize_row(r, row);
+        }
+        assert_eq!(got.len(), want.len(), "{suffix}");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                g.to_bits() == w.to_bits(),
+                "{suffix}: element {} of row {}: kernel {g}, engine {w}",
+                i % cols,
+                i / cols
+            );
+        }
+    }
+    let _ = std::fs::remove_file(&exe);
+}
+
+/// Builds `tests/data/gpu/NAME.cpp` (a host build of kernel sources) with `c++`; `None`, after
+/// saying so, when there is no C++ compiler.
+fn host_build(name: &str) -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let built = Command::new("c++")
+        .args([
+            "-std=c++17",
+            "-O1",
+            "-ffp-contract=off",
+            "-Wall",
+            "-Wno-unknown-pragmas",
+            "-I",
+        ])
+        .arg(root.join("gpu-src"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(root.join(format!("tests/data/gpu/{name}.cpp")))
+        .output();
+    match built {
+        Ok(o) if o.status.success() => Some(exe),
+        Ok(o) => panic!(
+            "the host build of {name} failed:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => {
+            eprintln!("skipping: no C++ compiler (c++: {e})");
+            None
+        }
+    }
+}
+
+/// Runs a host build with `args`, `input` on stdin; its stdout.
+fn run_host(exe: &Path, args: &[String], input: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut child = Command::new(exe)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{} {args:?} failed", exe.display());
+    out.stdout
+}
+
+fn le_bytes_f32(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn le_bytes_i32(v: &[i32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn floats(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// Seeded values in [-scale, scale).
+fn noise(seed: u64, n: usize, scale: f32) -> Vec<f32> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 11) as f64 / (1u64 << 53) as f64) as f32 * 2.0 * scale - scale
+        })
+        .collect()
+}
+
+/// The kernels without block-wide synchronisation (RoPE, SwiGLU, GeGLU, soft-cap, the KV
+/// store), built for the host by `tests/data/gpu/host_kernels.cpp` and run one thread at a time,
+/// give the engine's CPU results: bit for bit where both use the same libm (RoPE in both
+/// layouts with frequency factors and an attention factor, GeGLU's f16 table, soft-cap, the f16
+/// rounding of the cache); SwiGLU within float rounding (the engine uses ggml's approximate
+/// expf). On a GPU, cosf/sinf/expf/tanhf differ from glibc's in the last bits.
+#[test]
+fn the_elementwise_kernels_compute_what_the_engine_does() {
+    use half::f16;
+    use llamafile::ops::rope::{Rope, RopeStyle};
+    use std::sync::Arc;
+    let Some(exe) = host_build("host_kernels") else {
+        return;
+    };
+    // RoPE: 3 tokens at far-apart positions, 4 heads of 64, 48 rotated dimensions.
+    let (n_tok, heads, hd, nd) = (3usize, 4usize, 64usize, 48usize);
+    let pos = [0i32, 17, 4999];
+    let factors: Vec<f32> = noise(7, nd / 2, 1.0)
+        .iter()
+        .map(|f| 1.0 + f.abs() * 3.0)
+        .collect();
+    for style in [RopeStyle::Normal, RopeStyle::Neox] {
+        for ff in [None, Some(factors.clone())] {
+            let rope = Rope {
+                style,
+                n_dims: nd,
+                freq_base: 10000.0,
+                freq_scale: 0.5,
+                freq_factors: ff.clone().map(|f| Arc::from(f.as_slice())),
+                attn_factor: 1.25,
+            };
+            let x = noise(3, n_tok * heads * hd, 2.0);
+            let mut input = le_bytes_f32(&x);
+            input.extend(le_bytes_i32(&pos));
+            if let Some(f) = &ff {
+                input.extend(le_bytes_f32(f));
+            }
+            // As the backend computes it; printed exactly ({:e} of an f32 round-trips).
+            let theta_scale = rope.freq_base.powf(-2.0 / nd as f32);
+            let args = vec![
+                "rope".to_string(),
+                n_tok.to_string(),
+                heads.to_string(),
+                hd.to_string(),
+                nd.to_string(),
+                ((style == RopeStyle::Neox) as i32).to_string(),
+                format!("{theta_scale:e}"),
+                format!("{:e}", rope.freq_scale),
+                format!("{:e}", rope.attn_factor),
+                (ff.is_some() as i32).to_string(),
+            ];
+            let got = floats(&run_host(&exe, &args, &input));
+            let mut want = x.clone();
+            for (t, row) in want.chunks_exact_mut(heads * hd).enumerate() {
+                rope.apply(row, hd, pos[t] as usize);
+            }
+            assert_eq!(got.len(), want.len());
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    g.to_bits() == w.to_bits(),
+                    "rope {style:?}, factors {}: [{i}] kernel {g}, engine {w}",
+                    ff.is_some()
+                );
+            }
+        }
+    }
+    // Activations over values spanning GELU's table range and beyond.
+    let n = 1000;
+    let gate = noise(11, n, 12.0);
+    let up = noise(12, n, 3.0);
+    let mut input = le_bytes_f32(&gate);
+    input.extend(le_bytes_f32(&up));
+    let got = floats(&run_host(&exe, &["geglu".into(), n.to_string()], &input));
+    let mut want = gate.clone();
+    llamafile::ops::activation::geglu(&mut want, &up);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            g.to_bits() == w.to_bits(),
+            "geglu [{i}] of {}: kernel {g}, engine {w}",
+            gate[i]
+        );
+    }
+    let got = floats(&run_host(&exe, &["swiglu".into(), n.to_string()], &input));
+    let mut want = gate.clone();
+    llamafile::ops::activation::swiglu(&mut want, &up);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() <= 2e-6 * w.abs().max(1e-3),
+            "swiglu [{i}]: kernel {g}, engine {w}"
+        );
+    }
+    let x = noise(13, n, 80.0);
+    let args = ["softcap".to_string(), n.to_string(), "30".to_string()];
+    let got = floats(&run_host(&exe, &args, &le_bytes_f32(&x)));
+    let mut want = x.clone();
+    llamafile::ops::softcap::softcap_all(&mut want, 30.0);
+    assert_eq!(got, want, "softcap");
+    // The KV store: rows to their positions, rounded to f16 as the host cache rounds; values
+    // past f16's range, subnormals and ties included.
+    let (n_tok, d, n_ctx) = (3usize, 96usize, 8usize);
+    let mut k = noise(21, n_tok * d, 4.0);
+    k[..7].copy_from_slice(&[
+        70000.0,
+        -65519.0,
+        3.0e-6,
+        2.0f32.powi(-25),
+        1.0 + 2.0f32.powi(-11),
+        1.0 + 3.0 * 2.0f32.powi(-11),
+        6.0e-8,
+    ]);
+    let v = noise(22, n_tok * d, 1.0e-3);
+    let pos = [5i32, 0, 7];
+    let mut input = le_bytes_f32(&k);
+    input.extend(le_bytes_f32(&v));
+    input.extend(le_bytes_i32(&pos));
+    let args = [
+        "kv_store".to_string(),
+        n_tok.to_string(),
+        d.to_string(),
+        n_ctx.to_string(),
+    ];
+    let out = run_host(&exe, &args, &input);
+    let halves: Vec<u16> = out
+        .chunks_exact(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .collect();
+    let (kc, vc) = halves.split_at(n_ctx * d);
+    for (t, &p) in pos.iter().enumerate() {
+        for i in 0..d {
+            let at = p as usize * d + i;
+            let key = k[t * d + i];
+            assert_eq!(
+                kc[at],
+                f16::from_f32(key).to_bits(),
+                "key {t},{i} = {key:e}"
+            );
+            assert_eq!(
+                vc[at],
+                f16::from_f32(v[t * d + i]).to_bits(),
+                "value {t},{i}"
+            );
+        }
+    }
+    assert!(
+        kc[d..2 * d].iter().all(|&h| h == 0),
+        "a position no token named was written"
+    );
+    let _ = std::fs::remove_file(&exe);
+}
+
+/// The kernel suffix, block bytes and f16 scale offsets of each weight type the kernels read.
+const LAYOUTS: [(llamafile::quant::GgmlType, &str, usize, &[usize]); 9] = {
+    use llamafile::quant::GgmlType as T;
+    [
+        (T::F32, "f32", 4, &[]),
+        (T::F16, "f16", 2, &[0]),
+        (T::Q4_0, "q4_0", 18, &[0]),
+        (T::Q4_1, "q4_1", 20, &[0, 2]),
+        (T::Q5_0, "q5_0", 22, &[0]),
+        (T::Q8_0, "q8_0", 34, &[0]),
+        (T::Q4K, "q4_k", 144, &[0, 2]),
+        (T::Q5K, "q5_k", 176, &[0, 2]),
+        (T::Q6K, "q6_k", 210, &[208]),
+    ]
+};
+
+/// `rows` random weight rows of `cols` in the layout at `LAYOUTS[which]`, with finite scales
+/// (small, so products stay in range), and their dequantized values from the engine.
+fn random_weights(which: usize, rows: usize, cols: usize, seed: u64) -> (Vec<u8>, Vec<f32>) {
+    use half::f16;
+    let (ty, _, block, scales) = LAYOUTS[which];
+    let row_bytes = cols / ty.block_elems() * block;
+    let bytes: Vec<u8> = noise(seed, rows * row_bytes, 1.0)
+        .iter()
+        .map(|v| ((v + 1.0) * 127.9) as u8)
+        .collect();
+    let small = noise(seed + 1, bytes.len() / block + 1, 0.05);
+    let mut data = bytes;
+    for (b, s) in data.chunks_exact_mut(block).zip(&small) {
+        if ty == llamafile::quant::GgmlType::F32 {
+            b.copy_from_slice(&(s * 20.0).to_le_bytes());
+        }
+        for &at in scales {
+            let h = f16::from_f32(*s).to_bits();
+            b[at..at + 2].copy_from_slice(&h.to_le_bytes());
+        }
+    }
+    let m = llamafile::ops::QMat {
+        ty,
+        rows,
+        cols,
+        data: &data,
+    };
+    let mut values = vec![0f32; rows * cols];
+    for (r, row) in values.chunks_exact_mut(cols).enumerate() {
+        m.dequantize_row(r, row);
+    }
+    (data, values)
+}
+
+/// The kernels that synchronise (warp shuffles, __syncthreads), built for the host by
+/// `tests/data/gpu/host_threads.cpp` with one std::thread per CUDA thread, against the engine:
+/// matrix-vector (1 and 3 tokens) and tiled products (partial 64x64 tiles) for every weight type
+/// against f64 dot products of the engine's dequantized rows; embedding rows, RMS norm and argmax
+/// exactly; attention (GQA, a sliding window, soft-capping, several tokens, several chunks of
+/// positions) and softmax against f64.
+#[test]
+fn the_synchronising_kernels_compute_what_the_engine_does() {
+    use half::f16;
+    let Some(exe) = host_build_threads() else {
+        return;
+    };
+    for (which, &(_, suffix, _, _)) in LAYOUTS.iter().enumerate() {
+        let cols = 512;
+        for (kernel, rows, n_tok) in [
+            ("matvec", 9usize, 1usize),
+            ("matvec", 9, 3),
+            ("matmul", 70, 67),
+        ] {
+            let (w, wv) = random_weights(which, rows, cols, 40 + which as u64);
+            let x = noise(50 + n_tok as u64, n_tok * cols, 1.0);
+            let mut input = w.clone();
+            input.extend(le_bytes_f32(&x));
+            let args = [kernel, suffix]
+                .map(String::from)
+                .into_iter()
+                .chain([rows, cols, n_tok].map(|v| v.to_string()));
+            let got = floats(&run_host(&exe, &args.collect::<Vec<_>>(), &input));
+            assert_eq!(got.len(), n_tok * rows);
+            for t in 0..n_tok {
+                for r in 0..rows {
+                    let terms = (0..cols).map(|c| wv[r * cols + c] as f64 * x[t * cols + c] as f64);
+                    let want: f64 = terms.clone().sum();
+                    let size: f64 = terms.map(f64::abs).sum();
+                    let g = got[t * rows + r] as f64;
+                    assert!(
+                        (g - want).abs() <= 1e-5 * size + 1e-6,
+                        "{kernel}_{suffix} token {t} row {r}: kernel {g}, f64 {want}"
+                    );
+                }
+            }
+        }
+        // Embedding rows, scaled.
+        let (w, wv) = random_weights(which, 6, 256, 60);
+        let ids = [5i32, 0, 5, 2];
+        let mut input = w;
+        input.extend(le_bytes_i32(&ids));
+        let args = ["get_rows", suffix, "6", "256", "4", "1.5"].map(String::from);
+        let got = floats(&run_host(&exe, &args, &input));
+        for (i, &id) in ids.iter().enumerate() {
+            let want: Vec<f32> = wv[id as usize * 256..][..256]
+                .iter()
+                .map(|v| v * 1.5)
+                .collect();
+            assert_eq!(got[i * 256..][..256], want[..], "get_rows_{suffix} id {id}");
+        }
+    }
+    // RMS norm, exactly the engine's.
+    let (rows, cols) = (5usize, 576usize);
+    let x = noise(70, rows * cols, 3.0);
+    let w = noise(71, cols, 1.0);
+    let mut input = le_bytes_f32(&x);
+    input.extend(le_bytes_f32(&w));
+    let got = floats(&run_host(
+        &exe,
+        &["rms_norm", "5", "576", "1e-5"].map(String::from),
+        &input,
+    ));
+    let mut want = vec![0f32; rows * cols];
+    llamafile::ops::norm::rms_norm_rows_into(&x, &w, cols, 1e-5, &mut want);
+    assert_eq!(got, want, "rms_norm");
+    // Attention: 3 tokens of 4 query heads over 2 kv heads of 64, 300 cached positions (three
+    // chunks of 128), with and without a window and a soft-cap.
+    let (n_tok, nh, nkv, hd, n_ctx) = (3usize, 4usize, 2usize, 64usize, 300usize);
+    let kv_dim = nkv * hd;
+    let q = noise(80, n_tok * nh * hd, 1.0);
+    // Keys grow with the position, so later chunks raise the running maximum (and the
+    // accumulator must be rescaled).
+    let keys: Vec<f16> = noise(81, n_ctx * kv_dim, 1.0)
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| f16::from_f32(v * (0.5 + (i / kv_dim) as f32 / 40.0)))
+        .collect();
+    let values: Vec<f16> = noise(82, n_ctx * kv_dim, 1.0)
+        .iter()
+        .map(|&v| f16::from_f32(v))
+        .collect();
+    let pos = [0i32, 150, 299];
+    for (softcap, window) in [(0.0f32, 0usize), (0.0, 100), (20.0, 0), (20.0, 37)] {
+        let mut input = le_bytes_f32(&q);
+        input.extend(keys.iter().flat_map(|h| h.to_bits().to_le_bytes()));
+        input.extend(values.iter().flat_map(|h| h.to_bits().to_le_bytes()));
+        input.extend(le_bytes_i32(&pos));
+        let args: Vec<String> = ["attention".to_string()]
+            .into_iter()
+            .chain([n_tok, nh, nkv, hd, n_ctx].map(|v| v.to_string()))
+            .chain(["0.125".to_string(), softcap.to_string(), window.to_string()])
+            .collect();
+        let got = floats(&run_host(&exe, &args, &input));
+        for t in 0..n_tok {
+            let p = pos[t] as usize;
+            let first = if window > 0 {
+                (p + 1).saturating_sub(window)
+            } else {
+                0
+            };
+            for h in 0..nh {
+                // In f64: the engine's CPU attention mimics ggml's, whose accumulator is f16.
+                let kvh = h / (nh / nkv);
+                let qh = &q[(t * nh + h) * hd..][..hd];
+                let row = |c: &[f16], p: usize| -> Vec<f64> {
+                    c[p * kv_dim + kvh * hd..][..hd]
+                        .iter()
+                        .map(|v| v.to_f64())
+                        .collect()
+                };
+                let scores: Vec<f64> = (first..=p)
+                    .map(|j| {
+                        let dot: f64 = row(&keys, j)
+                            .iter()
+                            .zip(qh)
+                            .map(|(k, q)| k * *q as f64)
+                            .sum();
+                        let s = dot * 0.125;
+                        if softcap > 0.0 {
+                            softcap as f64 * (s / softcap as f64).tanh()
+                        } else {
+                            s
+                        }
+                    })
+                    .collect();
+                let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let weights: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+                let total: f64 = weights.iter().sum();
+                let g = &got[(t * nh + h) * hd..][..hd];
+                for d in 0..hd {
+                    let want: f64 = (first..=p)
+                        .zip(&weights)
+                        .map(|(j, w)| w * row(&values, j)[d])
+                        .sum::<f64>()
+                        / total;
+                    let a = g[d] as f64;
+                    assert!(
+                        (a - want).abs() <= 1e-5 + 1e-4 * want.abs(),
+                        "attention cap {softcap} window {window} token {t} head {h} dim {d}: kernel {a}, f64 {want}"
+                    );
+                }
+            }
+        }
+    }
+    // Argmax (ties to the lowest index) and softmax over vocabulary-sized rows.
+    let n = 5000;
+    let mut x = noise(90, 2 * n, 10.0);
+    x[n + 4321] = 50.0;
+    x[n + 4322] = 50.0;
+    let got = run_host(
+        &exe,
+        &["argmax", "2", "5000"].map(String::from),
+        &le_bytes_f32(&x),
+    );
+    let idx: Vec<i32> = got
+        .chunks_exact(4)
+        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let first_max = |row: &[f32]| {
+        let m = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+        row.iter().position(|&v| v == m).unwrap() as i32
+    };
+    assert_eq!(idx, vec![first_max(&x[..n]), 4321]);
+    let got = floats(&run_host(
+        &exe,
+        &["softmax", "2", "5000"].map(String::from),
+        &le_bytes_f32(&x),
+    ));
+    for row in 0..2 {
+        let r = &x[row * n..][..n];
+        let m = r.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
+        let sum: f64 = r.iter().map(|&v| (v as f64 - m).exp()).sum();
+        for (i, &v) in r.iter().enumerate() {
+            let want = (v as f64 - m).exp() / sum;
+            let g = got[row * n + i] as f64;
+            assert!(
+                (g - want).abs() <= 1e-6 + 1e-5 * want,
+                "softmax [{row}][{i}]: {g} vs {want}"
+            );
+        }
+    }
+    let _ = std::fs::remove_file(&exe);
+}
+
+/// `tests/data/gpu/host_threads.cpp` built with `c++` (C++20 for std::barrier, threads).
+fn host_build_threads() -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("host_threads-{}", std::process::id()));
+    let built = Command::new("c++")
+        .args([
+            "-std=c++20",
+            "-O1",
+            "-ffp-contract=off",
+            "-pthread",
+            "-Wall",
+            "-Wno-unknown-pragmas",
+            "-I",
+        ])
+        .arg(root.join("gpu-src"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(root.join("tests/data/gpu/host_threads.cpp"))
+        .output();
+    match built {
+        Ok(o) if o.status.success() => Some(exe),
+        Ok(o) => panic!(
+            "the host build of host_threads failed:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => {
+            eprintln!("skipping: no C++ compiler (c++: {e})");
+            None
+        }
+    }
+}
