@@ -3,6 +3,7 @@
 
 mod config;
 mod forward;
+mod mla;
 mod moe_config;
 mod moe_ffn;
 mod weights;
@@ -12,8 +13,12 @@ pub use config::{
     SlidingWindow, SwaRule,
 };
 pub use forward::{Batch, ForwardPlan};
-pub use moe_config::{MoeConfig, MoeRule};
-pub use weights::{DenseFfn, Experts, Ffn, Layer, MoeFfn, RowView, SharedExpert, Tensor, Weights};
+pub use mla::{MlaConfig, MlaQuery, MlaWeights};
+pub use moe_config::{MoeConfig, MoeRule, SharedExperts};
+pub use weights::{
+    Attention, DenseFfn, Experts, Ffn, Layer, MhaWeights, MoeFfn, RowView, SharedExpert, Tensor,
+    Weights,
+};
 
 use crate::gguf::{GgufError, GgufFile};
 use crate::quant::GgmlType;
@@ -85,8 +90,13 @@ impl Model {
         let ropes: Vec<_> = (0..cfg.n_layer)
             .map(|il| self.layer_rope(il, cache.n_ctx()))
             .collect();
+        // Latent attention's cache rows end in the one rotated key part.
+        let (rotated, width) = match &cfg.mla {
+            Some(m) => (m.kv_lora_rank.., m.qk_rope),
+            None => (0.., cfg.head_dim),
+        };
         cache.shift(keep, discard, |layer, key| {
-            ropes[layer].unrotate(key, cfg.head_dim, discard)
+            ropes[layer].unrotate(&mut key[rotated.clone()], width, discard)
         });
     }
 
@@ -109,6 +119,7 @@ impl Model {
             freq_scale: rope.freq_scale,
             freq_factors,
             attn_factor: rope.attn_factor,
+            yarn: rope.yarn,
         }
     }
 
