@@ -168,3 +168,13 @@ fn qwen2moe_shared_expert() {
 fn qwen3moe_normalised_experts() {
     check_family("qwen3moe");
 }
+
+#[test]
+fn deepseek2_latent_attention_yarn_and_shared_experts() {
+    check_family("deepseek2");
+}
+
+#[test]
+fn deepseek3_style_sigmoid_groups_and_selection_bias() {
+    check_family("deepseek3");
+}

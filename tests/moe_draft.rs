@@ -1,7 +1,9 @@
 //! The MoE self-speculative draft (`--spec-type moe-draft --moe-draft-experts N`) changes speed,
-//! never output: on the synthetic Qwen2-MoE (shared expert, 8 experts, k = 2) and Mixtral-style
-//! (no shared expert, 4 experts, k = 2) models, greedy and seeded generation give the same tokens
-//! with the draft as without, for every N; `--verbose` reports acceptance; and drafts the model
+//! never output: on the synthetic Qwen2-MoE (shared expert, 8 experts, k = 2), Mixtral-style
+//! (no shared expert, 4 experts, k = 2), DeepSeek-V2-style (latent attention, a leading dense
+//! layer, 2 ungated shared experts, 8 experts, k = 2) and DeepSeek-V3-style (sigmoid gating with
+//! a selection bias and expert groups, 16 experts, k = 3) models, greedy and seeded generation
+//! give the same tokens with the draft as without, for every N; `--verbose` reports acceptance; and drafts the model
 //! cannot make (N = 0 without shared experts, N above the expert count, a dense model) are
 //! one-line errors.
 
@@ -63,7 +65,29 @@ fn moe_draft_leaves_greedy_and_seeded_output_unchanged() {
     let (Some(qwen2moe), Some(mixtral)) = (load("qwen2moe"), load("mixtral")) else {
         return;
     };
-    for (m, experts) in [(&qwen2moe, &["0", "1", "2"][..]), (&mixtral, &["1", "2"])] {
+    check_drafts(&[(&qwen2moe, &["0", "1", "2"]), (&mixtral, &["1", "2"])]);
+}
+
+#[test]
+fn moe_draft_of_deepseek_models_leaves_output_unchanged() {
+    let (Some(v2), Some(v3)) = (load("deepseek2"), load("deepseek3")) else {
+        return;
+    };
+    check_drafts(&[(&v2, &["0", "1", "2"]), (&v3, &["0", "1", "3"])]);
+}
+
+/// Greedy and seeded output of each model with the MoE draft of each N equals its plain output;
+/// greedy drafts are all accepted exactly when N is the model's own k.
+fn check_drafts(models: &[(&Loaded, &[&str])]) {
+    for &(m, experts) in models {
+        let k = m
+            .model
+            .config
+            .moe
+            .as_ref()
+            .unwrap()
+            .n_expert_used
+            .to_string();
         for temperature in [0.0, 0.8] {
             let (plain, _) = generate(m, None, temperature);
             assert_eq!(
@@ -93,10 +117,10 @@ fn moe_draft_leaves_greedy_and_seeded_output_unchanged() {
                     "{stats:?}"
                 );
                 if temperature == 0.0 {
-                    // k = 2: the draft is the target itself, so greedy drafts are all accepted;
+                    // N = k: the draft is the target itself, so greedy drafts are all accepted;
                     // with fewer experts it is another function, wrong somewhere in 40 tokens.
                     let all = stats.accepted == stats.drafted;
-                    assert_eq!(all, *n == "2", "N={n}: {stats:?}");
+                    assert_eq!(all, *n == k, "N={n}: {stats:?}");
                 }
             }
         }

@@ -1,8 +1,9 @@
 //! Mixture-of-experts files that ask for math this engine does not do, or lack what it needs,
 //! are refused in one line naming the key, tensor or architecture, with a non-zero exit and no
-//! panic: missing expert metadata, a gating function other than softmax, expert-weight
-//! normalisation or scaling other than the family's, group-limited routing, a missing expert
-//! tensor, and MoE architectures that are not built (DeepSeek-V2's MLA).
+//! panic: missing expert metadata, a gating function other than the family's, expert-weight
+//! normalisation or scaling other than the family's, expert groups llama.cpp would reject, a
+//! missing expert tensor, DeepSeek-V2 files in the older unsplit `attn_kv_b` layout or with a
+//! gating function not built, and MoE architectures that are not built (Llama 4).
 
 mod common;
 
@@ -122,9 +123,27 @@ fn expert_weighting_other_than_the_familys() {
     let scale = [("expert_weights_scale", Value::from(2.5f32))];
     let out = run("scale.gguf", &tiny_moe("llama", "", &scale));
     assert_one_line_error(&out, "llama.expert_weights_scale");
-    let groups = [("expert_group_count", Value::from(2u32))];
+}
+
+#[test]
+fn expert_groups_llama_cpp_would_reject() {
+    // Group-limited routing is built for every family (llama.cpp applies it to all): a file
+    // with valid groups gets past the model checks.
+    let groups = [
+        ("expert_group_count", Value::from(2u32)),
+        ("expert_group_used_count", Value::from(1u32)),
+    ];
     let out = run("groups.gguf", &tiny_moe("llama", "", &groups));
-    assert_one_line_error(&out, "group-limited");
+    assert_one_line_error(&out, "tokenizer");
+    let uneven = [
+        ("expert_group_count", Value::from(3u32)),
+        ("expert_group_used_count", Value::from(1u32)),
+    ];
+    let out = run("groups-3.gguf", &tiny_moe("llama", "", &uneven));
+    assert_one_line_error(&out, "llama.expert_group_count");
+    let no_used = [("expert_group_count", Value::from(2u32))];
+    let out = run("groups-unused.gguf", &tiny_moe("llama", "", &no_used));
+    assert_one_line_error(&out, "llama.expert_group_used_count");
 }
 
 #[test]
@@ -147,7 +166,49 @@ fn missing_expert_tensor() {
 
 #[test]
 fn moe_architectures_not_built() {
-    let out = run("deepseek2.gguf", &tiny_moe("deepseek2", "", &[]));
-    assert_one_line_error(&out, "'deepseek2' is not built");
-    assert_one_line_error(&out, "latent attention");
+    let out = run("llama4.gguf", &tiny_moe("llama4", "", &[]));
+    assert_one_line_error(&out, "'llama4' is not built");
+    assert_one_line_error(&out, "chunked attention");
+}
+
+/// DeepSeek-V2 metadata for [`tiny_moe`]: latent attention of rank 32 (head width 32 + 16),
+/// in today's split layout unless `kv` replaces keys.
+fn deepseek_kv(kv: &[(&'static str, Value)]) -> Vec<(&'static str, Value)> {
+    let mut all: Vec<(&str, Value)> = vec![
+        ("attention.q_lora_rank", 0u32.into()),
+        ("attention.kv_lora_rank", 32u32.into()),
+        ("attention.key_length", 48u32.into()),
+        ("attention.value_length", 32u32.into()),
+        ("attention.key_length_mla", 48u32.into()),
+        ("attention.value_length_mla", 16u32.into()),
+        ("rope.dimension_count", 16u32.into()),
+        ("expert_feed_forward_length", 16u32.into()),
+        ("expert_shared_count", 1u32.into()),
+    ];
+    for (k, v) in kv {
+        all.retain(|(m, _)| m != k);
+        all.push((k, v.clone()));
+    }
+    all
+}
+
+#[test]
+fn deepseek2_layouts_and_gating_not_built() {
+    // The older layout (one attn_kv_b, no key_length_mla): refused, naming it.
+    let old = deepseek_kv(&[("attention.key_length_mla", 0u32.into())]);
+    let out = run("deepseek2-old.gguf", &tiny_moe("deepseek2", "", &old));
+    assert_one_line_error(&out, "deepseek2.attention.key_length_mla");
+    assert_one_line_error(&out, "attn_kv_b");
+    let softplus = deepseek_kv(&[("expert_gating_func", 4u32.into())]);
+    let out = run(
+        "deepseek2-softplus.gguf",
+        &tiny_moe("deepseek2", "", &softplus),
+    );
+    assert_one_line_error(&out, "sqrt-softplus");
+    // A deepseek2 file without its latent-attention tensors: the first one missing is named.
+    let out = run(
+        "deepseek2-no-mla.gguf",
+        &tiny_moe("deepseek2", "", &deepseek_kv(&[])),
+    );
+    assert_one_line_error(&out, "blk.0.attn_q.weight");
 }

@@ -48,7 +48,11 @@ mixtral q8_0 512
 qwen2moe f16 512
 qwen2moe q8_0 512
 qwen3moe f16 512
-qwen3moe q8_0 512"
+qwen3moe q8_0 512
+deepseek2 f16 512
+deepseek2 q8_0 512
+deepseek3 f16 512
+deepseek3 q8_0 512"
 if [ $# -gt 0 ]; then
   sets=$(printf '%s\n' "$sets" | grep -E "^($(IFS='|'; echo "$*")) ")
 fi

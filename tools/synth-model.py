@@ -69,6 +69,24 @@ FAMILIES = {
     "qwen3moe": dict(arch="qwen3moe", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
                      n_layer=3, rope_base=1000000.0, key_length=True, qk_norm=True, output=True,
                      n_expert=8, n_expert_used=2, n_ff_exp=128),
+    # DeepSeek-V2-Lite-style: multi-head latent attention with a plain wq (q_lora_rank 0),
+    # YaRN RoPE with mscale_all_dim 0.707, one leading dense layer, then 8 experts (2 per token,
+    # softmax, not renormalised, scale 1) and 2 shared experts.
+    "deepseek2": dict(arch="deepseek2", n_embd=256, n_head=4, n_head_kv=1, n_ff=512, n_layer=3,
+                      rope_base=10000.0, output=True, mla=dict(q_lora=0, kv_lora=96, nope=64,
+                      rope=32, v_head=64), yarn=dict(factor=8.0, orig_ctx=256, mscale_all_dim=0.707),
+                      n_dense_lead=1, n_expert=8, n_expert_used=2, n_ff_exp=128, n_shared=2,
+                      gating=1, weights_norm=False, weights_scale=1.0),
+    # DeepSeek-V3-style: the query through its low-rank pair, sigmoid gating with a selection
+    # bias (exp_probs_b), group-limited routing (16 experts in 4 groups, the best 2 groups, 3
+    # experts per token), renormalised and scaled weights, one shared expert, YaRN with
+    # mscale_all_dim 1.
+    "deepseek3": dict(arch="deepseek2", n_embd=256, n_head=4, n_head_kv=1, n_ff=512, n_layer=3,
+                      rope_base=10000.0, output=True, mla=dict(q_lora=96, kv_lora=96, nope=64,
+                      rope=32, v_head=64), yarn=dict(factor=8.0, orig_ctx=256, mscale_all_dim=1.0),
+                      n_dense_lead=1, n_expert=16, n_expert_used=3, n_ff_exp=64, n_shared=1,
+                      gating=2, probs_bias=True, groups=(4, 2), weights_norm=True,
+                      weights_scale=2.5),
 }
 
 
@@ -135,7 +153,10 @@ def build(family, wtype, out_path, vocab_path):
     arch = p["arch"]
     tok = read_tokenizer(vocab_path)
     n_vocab = len(next(v for k, v, _, _ in tok if k == "tokenizer.ggml.tokens"))
-    e, hd, nh, nkv, ff = p["n_embd"], p["head_dim"], p["n_head"], p["n_head_kv"], p["n_ff"]
+    e, nh, nkv, ff = p["n_embd"], p["n_head"], p["n_head_kv"], p["n_ff"]
+    mla = p.get("mla")
+    # Latent attention: the cache row (one KV head) is the latent and the shared rotated key.
+    hd = mla["kv_lora"] + mla["rope"] if mla else p["head_dim"]
     q_dim, kv_dim = nh * hd, nkv * hd
     seed = sum(ord(c) * 131 ** i for i, c in enumerate(family)) & ((1 << 63) - 1)
     rng = SplitMix64(seed)
@@ -152,7 +173,31 @@ def build(family, wtype, out_path, vocab_path):
     w.add_head_count_kv(nkv)
     w.add_rope_freq_base(p["rope_base"])
     w.add_layer_norm_rms_eps(1e-6)
-    w.add_rope_dimension_count(hd)
+    w.add_rope_dimension_count(mla["rope"] if mla else hd)
+    if mla:
+        # As convert_hf_to_gguf.py writes DeepSeek-V2/V3 today (the split attn_k_b/attn_v_b form).
+        w.add_vocab_size(n_vocab)
+        w.add_q_lora_rank(mla["q_lora"])
+        w.add_kv_lora_rank(mla["kv_lora"])
+        w.add_key_length(hd)
+        w.add_value_length(mla["kv_lora"])
+        w.add_key_length_mla(mla["nope"] + mla["rope"])
+        w.add_value_length_mla(mla["v_head"])
+        w.add_leading_dense_block_count(p["n_dense_lead"])
+        w.add_expert_shared_count(p["n_shared"])
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType(p["gating"]))
+        w.add_expert_weights_scale(p["weights_scale"])
+        if p["weights_norm"]:
+            w.add_expert_weights_norm(True)
+        if p.get("groups"):
+            w.add_expert_group_count(p["groups"][0])
+            w.add_expert_group_used_count(p["groups"][1])
+    if p.get("yarn"):
+        y = p["yarn"]
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(y["factor"])
+        w.add_rope_scaling_orig_ctx_len(y["orig_ctx"])
+        w.add_rope_scaling_yarn_log_mul(0.1 * y["mscale_all_dim"])
     if p.get("key_length"):
         w.add_key_length(hd)
         w.add_value_length(hd)
@@ -206,33 +251,52 @@ def build(family, wtype, out_path, vocab_path):
     for i in range(p["n_layer"]):
         b = f"blk.{i}."
         vec(b + "attn_norm.weight", e, 1.0, 0.2)
-        if p.get("fused"):
+        if mla:
+            qw = nh * (mla["nope"] + mla["rope"])
+            lora = mla["kv_lora"]
+            if mla["q_lora"]:
+                mat(b + "attn_q_a.weight", mla["q_lora"], e, proj(e))
+                vec(b + "attn_q_a_norm.weight", mla["q_lora"], 1.0, 0.2)
+                mat(b + "attn_q_b.weight", qw, mla["q_lora"], proj(mla["q_lora"]))
+            else:
+                mat(b + "attn_q.weight", qw, e, proj(e))
+            mat(b + "attn_kv_a_mqa.weight", lora + mla["rope"], e, proj(e))
+            vec(b + "attn_kv_a_norm.weight", lora, 1.0, 0.2)
+            # GGUF [nope, kv_lora, n_head] and [kv_lora, v_head, n_head], as llama.cpp loads them.
+            experts(b + "attn_k_b.weight", nh, lora, mla["nope"], proj(mla["nope"]))
+            experts(b + "attn_v_b.weight", nh, mla["v_head"], lora, proj(lora))
+            mat(b + "attn_output.weight", e, nh * mla["v_head"], proj(nh * mla["v_head"]))
+        elif p.get("fused"):
             mat(b + "attn_qkv.weight", q_dim + 2 * kv_dim, e, proj(e))
         else:
             mat(b + "attn_q.weight", q_dim, e, proj(e))
             mat(b + "attn_k.weight", kv_dim, e, proj(e))
             mat(b + "attn_v.weight", kv_dim, e, proj(e))
-        if p.get("qkv_bias"):
+        if p.get("qkv_bias") and not mla:
             vec(b + "attn_q.bias", q_dim, 0.0, 0.1)
             vec(b + "attn_k.bias", kv_dim, 0.0, 0.1)
             vec(b + "attn_v.bias", kv_dim, 0.0, 0.1)
         if p.get("qk_norm"):
             vec(b + "attn_q_norm.weight", hd, 1.0, 0.2)
             vec(b + "attn_k_norm.weight", hd, 1.0, 0.2)
-        mat(b + "attn_output.weight", e, q_dim, proj(q_dim))
+        if not mla:
+            mat(b + "attn_output.weight", e, q_dim, proj(q_dim))
         if p.get("post_norms"):
             vec(b + "post_attention_norm.weight", e, 1.0, 0.2)
         vec(b + "ffn_norm.weight", e, 1.0, 0.2)
-        if p.get("n_expert"):
+        if p.get("n_expert") and i >= p.get("n_dense_lead", 0):
             # Router logits a few units apart, so the top-k choice is rarely a near-tie.
             ne, fx = p["n_expert"], p.get("n_ff_exp", ff)
             mat32(b + "ffn_gate_inp.weight", ne, e, 2.0 * proj(e))
+            if p.get("probs_bias"):
+                vec(b + "exp_probs_b.bias", ne, 0.0, 0.3)
             experts(b + "ffn_gate_exps.weight", ne, fx, e, proj(e))
             experts(b + "ffn_up_exps.weight", ne, fx, e, proj(e))
             experts(b + "ffn_down_exps.weight", ne, e, fx, proj(fx))
-            if p.get("n_ff_shexp"):
-                sff = p["n_ff_shexp"]
-                vec(b + "ffn_gate_inp_shexp.weight", e, 0.0, proj(e))
+            if p.get("n_ff_shexp") or p.get("n_shared"):
+                sff = p["n_ff_shexp"] if p.get("n_ff_shexp") else fx * p["n_shared"]
+                if not mla:  # DeepSeek's shared experts have no gate
+                    vec(b + "ffn_gate_inp_shexp.weight", e, 0.0, proj(e))
                 mat(b + "ffn_gate_shexp.weight", sff, e, proj(e))
                 mat(b + "ffn_up_shexp.weight", sff, e, proj(e))
                 mat(b + "ffn_down_shexp.weight", e, sff, proj(sff))

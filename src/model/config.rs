@@ -5,12 +5,13 @@
 //! with one file's numbers; the forward pass reads only `Config`, never the architecture name.
 //!
 //! Metadata that would change the math in a way not built here (an unknown architecture, a RoPE
-//! scaling type such as YaRN) is refused with an error naming it, never run with a guess.
+//! scaling type not implemented) is refused with an error naming it, never run with a guess.
 
+use super::mla::{mla_config, MlaConfig};
 use super::moe_config::{moe_config, MoeConfig, MoeRule};
 use super::ModelError;
 use crate::gguf::{Array, GgufFile, Value};
-use crate::ops::rope::RopeStyle;
+use crate::ops::rope::{RopeStyle, Yarn};
 
 /// The architecture families this engine runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,11 +24,12 @@ pub enum Arch {
     Phi3,
     Qwen2Moe,
     Qwen3Moe,
+    DeepSeek2,
 }
 
 impl Arch {
     /// Every supported architecture.
-    pub const ALL: [Arch; 8] = [
+    pub const ALL: [Arch; 9] = [
         Arch::Llama,
         Arch::Qwen2,
         Arch::Qwen3,
@@ -36,6 +38,7 @@ impl Arch {
         Arch::Phi3,
         Arch::Qwen2Moe,
         Arch::Qwen3Moe,
+        Arch::DeepSeek2,
     ];
 
     /// The supported names, comma-separated (for error messages).
@@ -54,6 +57,7 @@ impl Arch {
             Arch::Phi3 => "phi3",
             Arch::Qwen2Moe => "qwen2moe",
             Arch::Qwen3Moe => "qwen3moe",
+            Arch::DeepSeek2 => "deepseek2",
         }
     }
 
@@ -76,6 +80,7 @@ impl Arch {
             swa: SwaRule::None,
             default_softcaps: (None, None),
             moe: MoeRule::Dense,
+            mla: false,
         };
         match self {
             Arch::Llama => Family {
@@ -135,16 +140,18 @@ impl Arch {
                 },
                 ..base
             },
+            Arch::DeepSeek2 => Family {
+                rope_style: RopeStyle::Normal,
+                moe: MoeRule::DeepSeek,
+                mla: true,
+                ..base
+            },
         }
     }
 }
 
 /// Architectures llama.cpp runs that are known here but not built, and what they would need.
-const NOT_BUILT: [(&str, &str); 3] = [
-    (
-        "deepseek2",
-        "multi-head latent attention (MLA) and grouped sigmoid expert gating",
-    ),
+const NOT_BUILT: [(&str, &str); 2] = [
     (
         "llama4",
         "chunked attention and sigmoid expert gating applied before the experts",
@@ -221,6 +228,8 @@ pub struct Family {
     pub default_softcaps: (Option<f32>, Option<f32>),
     /// Dense or mixture-of-experts feed-forward blocks, and the experts' gating.
     pub moe: MoeRule,
+    /// Multi-head latent attention (DeepSeek-V2/V3) instead of Q/K/V projections.
+    pub mla: bool,
 }
 
 /// Rotary embedding settings of a model (per-layer choices in [`Config::layer_rope_base`]).
@@ -236,8 +245,13 @@ pub struct RopeConfig {
     /// Multiplies cos and sin (`rope.scaling.attn_factor`; LongRoPE).
     pub attn_factor: f32,
     pub factors: RopeFactors,
-    /// The context the long/short factors switch at (`rope.scaling.original_context_length`).
+    /// The context the long/short factors switch at (`rope.scaling.original_context_length`),
+    /// also YaRN's original context.
     pub n_ctx_orig: usize,
+    /// YaRN (`rope.scaling.type` yarn), with its correction dimensions.
+    pub yarn: Option<Yarn>,
+    /// DeepSeek-V2's `mscale_all_dim` (`rope.scaling.yarn_log_multiplier` / 0.1); 0 for none.
+    pub yarn_log_mul: f32,
 }
 
 /// Sliding-window attention: the window size and which layers use it.
@@ -275,8 +289,13 @@ pub struct Config {
     pub final_softcap: Option<f32>,
     pub ffn_act: FfnActivation,
     pub fused: Fused,
-    /// Mixture-of-experts feed-forward blocks (every layer), or `None` for dense ones.
+    /// Mixture-of-experts feed-forward blocks (every layer after `n_dense_lead`), or `None`
+    /// for dense ones.
     pub moe: Option<MoeConfig>,
+    /// Multi-head latent attention (DeepSeek-V2/V3): its ranks and head widths. The cache then
+    /// holds one "head" per position, the compressed latent followed by the shared rotary key
+    /// (`head_dim` = `kv_lora_rank + qk_rope`, `n_head_kv` = 1).
+    pub mla: Option<MlaConfig>,
 }
 
 impl Config {
@@ -319,13 +338,32 @@ impl Config {
         let n_ctx_train = opt_u32("context_length").unwrap_or(4096);
 
         let rope = rope_config(file, arch_name, &fam, head_dim, n_ctx_train)?;
-        let moe = moe_config(file, arch_name, fam.moe, n_ff)?;
+        let moe = moe_config(file, arch_name, fam.moe, n_ff, n_layer, n_vocab)?;
+        let mla = if fam.mla {
+            let mla = mla_config(file, arch_name, n_layer, n_vocab, n_head_kv, head_dim)?;
+            if mla.qk_rope != rope.dims {
+                return Err(ModelError::BadValue(
+                    key("rope.dimension_count"),
+                    format!(
+                        "{} rotated dimensions, but the latent key carries {}",
+                        rope.dims, mla.qk_rope
+                    ),
+                ));
+            }
+            Some(mla)
+        } else {
+            None
+        };
         let swa = sliding_window(file, arch_name, &fam, n_layer)?;
         let get_f32 = |k: &str| file.get_f32(&key(k));
         let (attn_cap, final_cap) = fam.default_softcaps;
         // Gemma's 27B models scale by n_embd / n_head rather than the head size.
         let big_gemma = matches!((arch, n_layer), (Arch::Gemma2, 46) | (Arch::Gemma3, 62));
         let scale_dim = if big_gemma { n_embd / n_head } else { head_dim };
+        let attn_scale = match &mla {
+            Some(m) => m.kq_scale(&rope),
+            None => 1.0 / (scale_dim as f32).sqrt(),
+        };
         Ok(Config {
             arch,
             n_vocab,
@@ -342,7 +380,7 @@ impl Config {
             qk_norm: fam.qk_norm,
             norms: fam.norms,
             embed_scale: fam.embed_scale.then(|| (n_embd as f32).sqrt()),
-            attn_scale: 1.0 / (scale_dim as f32).sqrt(),
+            attn_scale,
             scale_query: fam.scale_query,
             attn_softcap: attn_cap
                 .map(|d| get_f32("attn_logit_softcapping").unwrap_or(d))
@@ -355,6 +393,7 @@ impl Config {
             ffn_act: fam.ffn_act,
             fused: fam.fused,
             moe,
+            mla,
         })
     }
 
@@ -393,7 +432,7 @@ fn rope_config(
 ) -> Result<RopeConfig, ModelError> {
     let key = |k: &str| format!("{arch_name}.{k}");
     let base = file.get_f32(&key("rope.freq_base")).unwrap_or(10000.0);
-    // llama.cpp: the scaling factor applies unless the type is "none"; YaRN is not built here.
+    // llama.cpp: the scaling factor applies unless the type is "none".
     let scaling_type = file.get_str(&key("rope.scaling.type")).unwrap_or("linear");
     let factor = file
         .get_f32(&key("rope.scaling.factor"))
@@ -402,7 +441,7 @@ fn rope_config(
     let mut factors = fam.rope_factors;
     let freq_scale = match scaling_type {
         "none" => 1.0,
-        "linear" => factor.map_or(1.0, |f| 1.0 / f),
+        "linear" | "yarn" => factor.map_or(1.0, |f| 1.0 / f),
         "longrope" => {
             if factors == RopeFactors::Freqs {
                 factors = RopeFactors::LongShort;
@@ -416,29 +455,82 @@ fn rope_config(
             ))
         }
     };
+    if scaling_type == "yarn" && fam.swa != SwaRule::None {
+        return Err(ModelError::NotImplemented(
+            key("rope.scaling.type"),
+            "YaRN scaling with sliding-window layers".into(),
+        ));
+    }
     let base_swa = match fam.swa {
         // Gemma 3's local layers default to 10 000, Gemma 2's to the global base.
         SwaRule::WhenSized { .. } => 10000.0,
         _ => base,
     };
+    let dims = file
+        .get_u32(&key("rope.dimension_count"))
+        .map(|v| v as usize)
+        .unwrap_or(head_dim);
+    let n_ctx_orig = file
+        .get_u32(&key("rope.scaling.original_context_length"))
+        .map(|v| v as usize)
+        .unwrap_or(n_ctx_train);
+    // DeepSeek-V2's converter stores 0.1 · mscale_all_dim; llama.cpp divides the 0.1 back out.
+    let yarn_log_mul = match fam.mla {
+        true => file
+            .get_f32(&key("rope.scaling.yarn_log_multiplier"))
+            .map_or(0.0, |m| m / 0.1),
+        false => 0.0,
+    };
+    let rope_attn_factor = file
+        .get_f32(&key("rope.scaling.attn_factor"))
+        .unwrap_or(1.0);
+    let yarn = (scaling_type == "yarn").then(|| {
+        // llama.cpp's defaults: extrapolation factor 1, beta_fast 32, beta_slow 1 (no family
+        // built here reads the yarn_ext_factor / yarn_beta_* keys).
+        Yarn::new(1.0, dims, n_ctx_orig, base, 32.0, 1.0)
+    });
     Ok(RopeConfig {
         style: fam.rope_style,
-        dims: file
-            .get_u32(&key("rope.dimension_count"))
-            .map(|v| v as usize)
-            .unwrap_or(head_dim),
+        dims,
         base,
         base_swa: file.get_f32(&key("rope.freq_base_swa")).unwrap_or(base_swa),
         freq_scale,
-        attn_factor: file
-            .get_f32(&key("rope.scaling.attn_factor"))
-            .unwrap_or(1.0),
+        attn_factor: yarn_attn_factor(yarn.is_some(), freq_scale, yarn_log_mul, fam.mla)
+            * rope_attn_factor,
         factors,
-        n_ctx_orig: file
-            .get_u32(&key("rope.scaling.original_context_length"))
-            .map(|v| v as usize)
-            .unwrap_or(n_ctx_train),
+        n_ctx_orig,
+        yarn,
+        yarn_log_mul,
     })
+}
+
+/// The factor llama.cpp passes to RoPE with YaRN (before `rope.scaling.attn_factor`): YaRN's
+/// magnitude correction for the scale, divided by the one the RoPE kernel applies again (so it
+/// cancels there), as `llama_context` computes `yarn_attn_factor`; 1 without YaRN.
+fn yarn_attn_factor(yarn: bool, freq_scale: f32, log_mul: f32, deepseek: bool) -> f32 {
+    if !yarn {
+        return 1.0;
+    }
+    let get_mscale = |scale: f32, m: f32| {
+        if scale <= 1.0 {
+            1.0
+        } else {
+            (0.1 * m).mul_add(scale.ln(), 1.0)
+        }
+    };
+    let factor = 1.0 / freq_scale;
+    let f = if log_mul != 0.0 {
+        // DeepSeek-V2 (whose mscale equals its mscale_all_dim): llama.cpp special-cases it.
+        let mscale = if deepseek && log_mul != 1.0 {
+            log_mul
+        } else {
+            1.0
+        };
+        get_mscale(factor, mscale) / get_mscale(factor, log_mul)
+    } else {
+        get_mscale(factor, 1.0)
+    };
+    f * (1.0 / 0.1f32.mul_add(factor.ln(), 1.0))
 }
 
 fn sliding_window(
@@ -491,7 +583,9 @@ fn periodic(period: usize, n_layer: usize) -> Vec<bool> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::moe_config::SharedExperts;
     use super::*;
+    use crate::ops::router::Gating;
 
     #[test]
     fn swa_pattern_leaves_the_last_layer_of_each_period_global() {
@@ -568,8 +662,26 @@ mod tests {
         assert_eq!(linear.rope.factors, RopeFactors::Freqs);
         let longrope = config_of("llama", vec![("rope.scaling.type", "longrope".into())]).unwrap();
         assert_eq!(longrope.rope.factors, RopeFactors::LongShort);
-        let err = config_of("phi3", vec![("rope.scaling.type", "yarn".into())]).unwrap_err();
-        assert!(err.to_string().contains("'yarn'"), "{err}");
+        let err = config_of("phi3", vec![("rope.scaling.type", "su".into())]).unwrap_err();
+        assert!(err.to_string().contains("'su'"), "{err}");
+        let yarn = config_of(
+            "qwen2",
+            vec![
+                ("rope.scaling.type", "yarn".into()),
+                ("rope.scaling.factor", 4f32.into()),
+                ("rope.scaling.original_context_length", 1024u32.into()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(yarn.rope.freq_scale, 0.25);
+        let y = yarn.rope.yarn.unwrap();
+        assert_eq!(y.ext_factor, 1.0);
+        // 16 dims, base 10000, 1024 positions: beta 32 -> floor(1.41), beta 1 -> ceil(4.42).
+        assert_eq!(y.corr_dims, [1.0, 5.0]);
+        // YaRN's magnitude correction, divided by the one the kernel applies again: 1.
+        assert!((yarn.rope.attn_factor - 1.0).abs() < 1e-6);
+        let err = config_of("gemma2", vec![("rope.scaling.type", "yarn".into())]).unwrap_err();
+        assert!(err.to_string().contains("sliding-window"), "{err}");
     }
 
     #[test]
@@ -583,22 +695,124 @@ mod tests {
         assert_eq!(config_of("llama", vec![]).unwrap().moe, None);
         let mixtral = config_of("llama", experts(8, 2)).unwrap().moe.unwrap();
         assert_eq!((mixtral.n_expert, mixtral.n_expert_used), (8, 2));
-        assert_eq!((mixtral.n_ff_exp, mixtral.n_ff_shexp), (128, None));
+        assert_eq!((mixtral.n_ff_exp, mixtral.shared), (128, None));
         assert!(mixtral.norm_weights);
         let mut kv = experts(4, 2);
         kv.push(("expert_feed_forward_length", Value::from(32u32)));
         let q2 = config_of("qwen2moe", kv.clone()).unwrap().moe.unwrap();
         assert_eq!(
-            (q2.n_ff_exp, q2.n_ff_shexp, q2.norm_weights),
-            (32, Some(128), false)
+            (
+                q2.n_ff_exp,
+                q2.shared.map(|s| (s.n_ff, s.gated)),
+                q2.norm_weights
+            ),
+            (32, Some((128, true)), false)
         );
         let q3 = config_of("qwen3moe", experts(4, 2)).unwrap().moe.unwrap();
-        assert_eq!(
-            (q3.n_ff_exp, q3.n_ff_shexp, q3.norm_weights),
-            (64, None, true)
-        );
+        assert_eq!((q3.n_ff_exp, q3.shared, q3.norm_weights), (64, None, true));
         let err = config_of("qwen2", experts(4, 2)).unwrap_err();
         assert!(err.to_string().contains("dense"), "{err}");
+        // Group-limited routing applies to every family, as in llama.cpp.
+        let mut kv = experts(8, 2);
+        kv.push(("expert_group_count", Value::from(4u32)));
+        kv.push(("expert_group_used_count", Value::from(2u32)));
+        let g = config_of("qwen3moe", kv)
+            .unwrap()
+            .moe
+            .unwrap()
+            .groups
+            .unwrap();
+        assert_eq!((g.n_groups, g.n_used), (4, 2));
+        let mut kv = experts(8, 2);
+        kv.push(("expert_group_count", Value::from(3u32)));
+        let err = config_of("qwen3moe", kv).unwrap_err().to_string();
+        assert!(err.contains("do not divide 8 experts"), "{err}");
+    }
+
+    /// The metadata of a DeepSeek-V2 file in today's layout: latent attention of rank 32 with
+    /// 16 rotated dimensions, one leading dense layer, 8 experts (2 used), 2 shared experts.
+    fn deepseek(extra: Vec<(&str, Value)>) -> Vec<(&str, Value)> {
+        let mut kv = vec![
+            ("attention.head_count_kv", Value::from(1u32)),
+            ("attention.q_lora_rank", Value::from(0u32)),
+            ("attention.kv_lora_rank", Value::from(32u32)),
+            ("attention.key_length", Value::from(48u32)),
+            ("attention.value_length", Value::from(32u32)),
+            ("attention.key_length_mla", Value::from(40u32)),
+            ("attention.value_length_mla", Value::from(16u32)),
+            ("rope.dimension_count", Value::from(16u32)),
+            ("leading_dense_block_count", Value::from(1u32)),
+            ("expert_count", Value::from(8u32)),
+            ("expert_used_count", Value::from(2u32)),
+            ("expert_feed_forward_length", Value::from(16u32)),
+            ("expert_shared_count", Value::from(2u32)),
+        ];
+        for (k, v) in extra {
+            kv.retain(|(m, _)| *m != k);
+            kv.push((k, v));
+        }
+        kv
+    }
+
+    #[test]
+    fn deepseek2_latent_attention_and_experts() {
+        let c = config_of("deepseek2", deepseek(vec![])).unwrap();
+        let m = c.mla.clone().unwrap();
+        assert_eq!(
+            (
+                m.q_lora_rank,
+                m.kv_lora_rank,
+                m.qk_nope,
+                m.qk_rope,
+                m.v_head
+            ),
+            (None, 32, 24, 16, 16)
+        );
+        assert_eq!((c.kv_dim(), c.rope.style), (48, RopeStyle::Normal));
+        assert!((c.attn_scale - 1.0 / 40f32.sqrt()).abs() < 1e-7);
+        let moe = c.moe.unwrap();
+        assert_eq!((moe.n_dense_lead, moe.gating), (1, Gating::Softmax));
+        assert_eq!(
+            moe.shared,
+            Some(SharedExperts {
+                n_ff: 32,
+                gated: false
+            })
+        );
+        assert_eq!((moe.norm_weights, moe.weights_scale), (false, None));
+        let v3 = config_of(
+            "deepseek2",
+            deepseek(vec![
+                ("attention.q_lora_rank", Value::from(64u32)),
+                ("expert_gating_func", Value::from(2u32)),
+                ("expert_weights_norm", Value::from(true)),
+                ("expert_weights_scale", Value::from(2.5f32)),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(v3.mla.unwrap().q_lora_rank, Some(64));
+        let moe = v3.moe.unwrap();
+        assert_eq!(
+            (moe.gating, moe.norm_weights, moe.weights_scale),
+            (Gating::Sigmoid, true, Some(2.5))
+        );
+    }
+
+    #[test]
+    fn deepseek2_refusals_name_what_is_missing() {
+        let old = deepseek(vec![("attention.key_length_mla", Value::from(0u32))]);
+        let err = config_of("deepseek2", old).unwrap_err().to_string();
+        assert!(err.contains("attn_kv_b"), "{err}");
+        let mut no_q = deepseek(vec![]);
+        no_q.retain(|(k, _)| *k != "attention.q_lora_rank");
+        let err = config_of("deepseek2", no_q).unwrap_err().to_string();
+        assert!(err.contains("deepseek2.attention.q_lora_rank"), "{err}");
+        let gating = deepseek(vec![("expert_gating_func", Value::from(4u32))]);
+        let err = config_of("deepseek2", gating).unwrap_err().to_string();
+        assert!(err.contains("sqrt-softplus"), "{err}");
+        let mha = deepseek(vec![("attention.head_count_kv", Value::from(4u32))]);
+        let err = config_of("deepseek2", mha).unwrap_err().to_string();
+        assert!(err.contains("latent attention needs one"), "{err}");
     }
 
     #[test]
@@ -607,8 +821,8 @@ mod tests {
         for a in Arch::ALL {
             assert!(err.contains(a.name()), "{err}");
         }
-        let err = config_of("deepseek2", vec![]).unwrap_err().to_string();
-        assert!(err.contains("'deepseek2' is not built"), "{err}");
+        let err = config_of("llama4", vec![]).unwrap_err().to_string();
+        assert!(err.contains("'llama4' is not built"), "{err}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 mod config;
 mod forward;
+mod mla;
 mod moe_config;
 mod weights;
 
@@ -13,8 +14,12 @@ pub use config::{
     SlidingWindow, SwaRule,
 };
 pub use forward::{Batch, ForwardPlan};
-pub use moe_config::{MoeConfig, MoeRule};
-pub use weights::{DenseFfn, Experts, Ffn, Layer, MoeFfn, RowView, SharedExpert, Tensor, Weights};
+pub use mla::{MlaConfig, MlaQuery, MlaWeights};
+pub use moe_config::{MoeConfig, MoeRule, SharedExperts};
+pub use weights::{
+    Attention, DenseFfn, Experts, Ffn, Layer, MhaWeights, MoeFfn, RowView, SharedExpert, Tensor,
+    Weights,
+};
 
 use crate::backend::{BackendError, Placement, PlacementError, SeqCache};
 use crate::gguf::{GgufError, GgufFile};
@@ -164,6 +169,7 @@ impl Model {
             freq_scale: rope.freq_scale,
             freq_factors,
             attn_factor: rope.attn_factor,
+            yarn: rope.yarn,
         }
     }
 }

@@ -9,6 +9,7 @@ use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
 
+use super::mla::{MlaConfig, MlaQuery, MlaWeights};
 use super::{Config, ModelError, MoeConfig, NormPlacement, RopeFactors};
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::ops::QMat;
@@ -70,19 +71,34 @@ impl RowView {
 /// The weights of one transformer block. Norm weights and biases are small and kept as f32.
 pub struct Layer {
     pub attn_norm: Vec<f32>,
+    pub attn: Attention,
+    pub wo: Tensor,
+    pub post_attn_norm: Option<Vec<f32>>,
+    pub ffn_norm: Vec<f32>,
+    pub ffn: Ffn,
+    pub post_ffn_norm: Option<Vec<f32>>,
+}
+
+/// How a block projects its queries, keys and values.
+// One per layer, built once at load: the size difference between the variants costs nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum Attention {
+    /// Q, K and V projections (grouped-query attention).
+    Mha(MhaWeights),
+    /// Multi-head latent attention (DeepSeek-V2/V3).
+    Mla(MlaWeights),
+}
+
+/// Q/K/V projections, their optional biases and QK-norms.
+pub struct MhaWeights {
     pub wq: RowView,
     pub wk: RowView,
     pub wv: RowView,
-    pub wo: Tensor,
     pub bq: Option<Vec<f32>>,
     pub bk: Option<Vec<f32>>,
     pub bv: Option<Vec<f32>>,
     pub q_norm: Option<Vec<f32>>,
     pub k_norm: Option<Vec<f32>>,
-    pub post_attn_norm: Option<Vec<f32>>,
-    pub ffn_norm: Vec<f32>,
-    pub ffn: Ffn,
-    pub post_ffn_norm: Option<Vec<f32>>,
 }
 
 /// A feed-forward block's weights.
@@ -105,6 +121,8 @@ pub struct MoeFfn {
     pub config: MoeConfig,
     /// `ffn_gate_inp`: one row of router logits per expert.
     pub router: Tensor,
+    /// `exp_probs_b`: added to the router's probabilities to choose experts (DeepSeek-V3).
+    pub selection_bias: Option<Vec<f32>>,
     pub gate: Experts,
     pub up: Experts,
     pub down: Experts,
@@ -127,11 +145,11 @@ impl Experts {
     }
 }
 
-/// Qwen2-MoE's shared expert: a dense FFN every token goes through, scaled by the sigmoid of
-/// `gate_inp · x`.
+/// The shared expert: a dense FFN every token goes through; Qwen2-MoE scales it by the sigmoid
+/// of `gate_inp · x`, DeepSeek adds it as is.
 pub struct SharedExpert {
     /// `ffn_gate_inp_shexp`: one row, the gate's logit.
-    pub gate_inp: Tensor,
+    pub gate_inp: Option<Tensor>,
     pub ffn: DenseFfn,
 }
 
@@ -180,27 +198,43 @@ impl Weights {
                         Ok(None)
                     }
                 };
-                let (wq, wk, wv) = if cfg.fused.qkv {
-                    let t = l.tensor(&n("attn_qkv.weight"), &[e, q_dim + 2 * kv])?;
-                    let part = |r: Range<usize>| RowView {
-                        tensor: t.clone(),
-                        rows: r,
-                    };
-                    (
-                        part(0..q_dim),
-                        part(q_dim..q_dim + kv),
-                        part(q_dim + kv..q_dim + 2 * kv),
-                    )
-                } else {
-                    (
-                        RowView::whole(l.tensor(&n("attn_q.weight"), &[e, q_dim])?),
-                        RowView::whole(l.tensor(&n("attn_k.weight"), &[e, kv])?),
-                        RowView::whole(l.tensor(&n("attn_v.weight"), &[e, kv])?),
-                    )
+                let attn = match &cfg.mla {
+                    Some(m) => Attention::Mla(l.mla(i, cfg, m)?),
+                    None => {
+                        let (wq, wk, wv) = if cfg.fused.qkv {
+                            let t = l.tensor(&n("attn_qkv.weight"), &[e, q_dim + 2 * kv])?;
+                            let part = |r: Range<usize>| RowView {
+                                tensor: t.clone(),
+                                rows: r,
+                            };
+                            (
+                                part(0..q_dim),
+                                part(q_dim..q_dim + kv),
+                                part(q_dim + kv..q_dim + 2 * kv),
+                            )
+                        } else {
+                            (
+                                RowView::whole(l.tensor(&n("attn_q.weight"), &[e, q_dim])?),
+                                RowView::whole(l.tensor(&n("attn_k.weight"), &[e, kv])?),
+                                RowView::whole(l.tensor(&n("attn_v.weight"), &[e, kv])?),
+                            )
+                        };
+                        Attention::Mha(MhaWeights {
+                            wq,
+                            wk,
+                            wv,
+                            bq: opt_vec("attn_q.bias", q_dim)?,
+                            bk: opt_vec("attn_k.bias", kv)?,
+                            bv: opt_vec("attn_v.bias", kv)?,
+                            q_norm: opt_norm(cfg.qk_norm, "attn_q_norm.weight", hd)?,
+                            k_norm: opt_norm(cfg.qk_norm, "attn_k_norm.weight", hd)?,
+                        })
+                    }
                 };
+                let o_dim = cfg.mla.as_ref().map_or(q_dim, |m| cfg.n_head * m.v_head);
                 let ffn = match &cfg.moe {
-                    Some(moe) => Ffn::Moe(l.moe(i, e, moe)?),
-                    None if cfg.fused.gate_up => {
+                    Some(moe) if i >= moe.n_dense_lead => Ffn::Moe(l.moe(i, e, moe)?),
+                    _ if cfg.fused.gate_up => {
                         let t = l.tensor(&n("ffn_up.weight"), &[e, 2 * ff])?;
                         let part = |r: Range<usize>| RowView {
                             tensor: t.clone(),
@@ -212,19 +246,12 @@ impl Weights {
                             down: RowView::whole(l.tensor(&n("ffn_down.weight"), &[ff, e])?),
                         })
                     }
-                    None => Ffn::Dense(l.dense_ffn(&n("ffn_%.weight"), e, ff)?),
+                    _ => Ffn::Dense(l.dense_ffn(&n("ffn_%.weight"), e, ff)?),
                 };
                 Ok(Layer {
                     attn_norm: need_vec("attn_norm.weight", e)?,
-                    wq,
-                    wk,
-                    wv,
-                    wo: l.tensor(&n("attn_output.weight"), &[q_dim, e])?,
-                    bq: opt_vec("attn_q.bias", q_dim)?,
-                    bk: opt_vec("attn_k.bias", kv)?,
-                    bv: opt_vec("attn_v.bias", kv)?,
-                    q_norm: opt_norm(cfg.qk_norm, "attn_q_norm.weight", hd)?,
-                    k_norm: opt_norm(cfg.qk_norm, "attn_k_norm.weight", hd)?,
+                    attn,
+                    wo: l.tensor(&n("attn_output.weight"), &[o_dim, e])?,
                     post_attn_norm: opt_norm(post, "post_attention_norm.weight", e)?,
                     ffn_norm: need_vec("ffn_norm.weight", e)?,
                     ffn,
@@ -314,6 +341,29 @@ impl Lookup<'_> {
         })
     }
 
+    /// The latent-attention weights of layer `il`, shaped as llama.cpp loads them.
+    fn mla(&self, il: usize, cfg: &Config, m: &MlaConfig) -> Result<MlaWeights, ModelError> {
+        let n = |s: &str| format!("blk.{il}.{s}");
+        let (e, nh) = (cfg.n_embd, cfg.n_head);
+        let q_width = nh * (m.qk_nope + m.qk_rope);
+        let q = match m.q_lora_rank {
+            Some(rank) => MlaQuery::LowRank {
+                a: self.tensor(&n("attn_q_a.weight"), &[e, rank])?,
+                a_norm: self.vector(&n("attn_q_a_norm.weight"), rank)?,
+                b: self.tensor(&n("attn_q_b.weight"), &[rank, q_width])?,
+            },
+            None => MlaQuery::Plain(self.tensor(&n("attn_q.weight"), &[e, q_width])?),
+        };
+        let lora = m.kv_lora_rank;
+        Ok(MlaWeights {
+            q,
+            kv_a: self.tensor(&n("attn_kv_a_mqa.weight"), &[e, lora + m.qk_rope])?,
+            kv_a_norm: self.vector(&n("attn_kv_a_norm.weight"), lora)?,
+            k_b: self.tensor(&n("attn_k_b.weight"), &[m.qk_nope, lora, nh])?,
+            v_b: self.tensor(&n("attn_v_b.weight"), &[lora, m.v_head, nh])?,
+        })
+    }
+
     /// The experts of layer `il`, shaped as llama.cpp loads them.
     fn moe(&self, il: usize, e: usize, moe: &MoeConfig) -> Result<MoeFfn, ModelError> {
         let n = |s: &str| format!("blk.{il}.{s}");
@@ -324,16 +374,25 @@ impl Lookup<'_> {
                 rows,
             })
         };
-        let shared = match moe.n_ff_shexp {
-            Some(sff) => Some(SharedExpert {
-                gate_inp: self.tensor(&n("ffn_gate_inp_shexp.weight"), &[e])?,
-                ffn: self.dense_ffn(&n("ffn_%_shexp.weight"), e, sff)?,
+        let shared = match moe.shared {
+            Some(sh) => Some(SharedExpert {
+                gate_inp: match sh.gated {
+                    true => Some(self.tensor(&n("ffn_gate_inp_shexp.weight"), &[e])?),
+                    false => None,
+                },
+                ffn: self.dense_ffn(&n("ffn_%_shexp.weight"), e, sh.n_ff)?,
             }),
+            None => None,
+        };
+        let bias = n("exp_probs_b.bias");
+        let selection_bias = match self.file.tensor(&bias) {
+            Some(_) => Some(self.vector(&bias, ne)?),
             None => None,
         };
         Ok(MoeFfn {
             config: moe.clone(),
             router: self.tensor(&n("ffn_gate_inp.weight"), &[e, ne])?,
+            selection_bias,
             gate: experts("ffn_gate_exps.weight", ff, e)?,
             up: experts("ffn_up_exps.weight", ff, e)?,
             down: experts("ffn_down_exps.weight", e, ff)?,

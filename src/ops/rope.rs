@@ -2,7 +2,9 @@
 //! `Neox` rotates the two halves of the rotated dimensions (x_i, x_{i+d/2}). Angles are built by
 //! repeated multiplication in f32, exactly as ggml builds its cos/sin cache. Scaling: a linear
 //! `freq_scale`, per-pair frequency factors that divide the angle (Llama 3's `rope_freqs`,
-//! Phi-3's LongRoPE short/long factors) and an attention factor on cos and sin (LongRoPE).
+//! Phi-3's LongRoPE short/long factors), an attention factor on cos and sin (LongRoPE), and
+//! YaRN: per pair a mix of the interpolated and the extrapolated angle, ramped between two
+//! correction dimensions, with its magnitude correction, as ggml's `rope_yarn` computes it.
 
 use std::sync::Arc;
 
@@ -26,18 +28,81 @@ pub struct Rope {
     pub freq_factors: Option<Arc<[f32]>>,
     /// Multiplies cos and sin (so q and k each); 1 for none.
     pub attn_factor: f32,
+    /// YaRN's extrapolation mix, or `None` (ggml's `ext_factor` of 0).
+    pub yarn: Option<Yarn>,
+}
+
+/// YaRN's parameters for one rotation (ggml's `ext_factor` and correction dimensions).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Yarn {
+    /// Weight of the extrapolated angle at the ramp's low end (llama.cpp sets 1; 0 is no YaRN,
+    /// given as `Rope::yarn = None`).
+    pub ext_factor: f32,
+    /// Pairs below `corr_dims[0]` keep their extrapolated angle, pairs above `corr_dims[1]` are
+    /// interpolated, and the ramp between mixes them.
+    pub corr_dims: [f32; 2],
+}
+
+impl Yarn {
+    /// ggml's `ggml_rope_yarn_corr_dims` for `n_dims` rotated dimensions trained at context
+    /// `n_ctx_orig`, with base `freq_base` and YaRN's `beta_fast`/`beta_slow` rotations.
+    pub fn new(
+        ext_factor: f32,
+        n_dims: usize,
+        n_ctx_orig: usize,
+        freq_base: f32,
+        beta_fast: f32,
+        beta_slow: f32,
+    ) -> Yarn {
+        let corr_dim = |n_rot: f32| {
+            n_dims as f32 * (n_ctx_orig as f32 / (n_rot * 2.0 * std::f32::consts::PI)).ln()
+                / (2.0 * freq_base.ln())
+        };
+        let start = corr_dim(beta_fast).floor();
+        let end = corr_dim(beta_slow).ceil();
+        Yarn {
+            ext_factor,
+            corr_dims: [start.max(0.0), end.min(n_dims as f32 - 1.0)],
+        }
+    }
+
+    /// ggml's `rope_yarn_ramp` for the pair starting at dimension `i0`, times `ext_factor`.
+    fn ramp_mix(&self, i0: usize) -> f32 {
+        let [low, high] = self.corr_dims;
+        let y = ((i0 / 2) as f32 - low) / (high - low).max(0.001);
+        (1.0 - y.clamp(0.0, 1.0)) * self.ext_factor
+    }
 }
 
 impl Rope {
     /// The cos/sin pairs for position `pos`: `n_dims / 2` entries.
     pub fn cos_sin(&self, pos: usize) -> Vec<(f32, f32)> {
+        let mut m = self.attn_factor;
+        if self.yarn.is_some() {
+            // YaRN's magnitude correction (ggml's compiler contracts it into one FMA).
+            m *= 0.1f32.mul_add((1.0 / self.freq_scale).ln(), 1.0);
+        }
+        self.table(pos, m)
+    }
+
+    /// cos and sin of each pair's angle at `pos`, times `m`, as ggml's `ggml_rope_cache_init`
+    /// builds them: the angle advanced by repeated multiplication, divided by the pair's factor,
+    /// scaled linearly, and with YaRN mixed with the unscaled angle along its ramp.
+    fn table(&self, pos: usize, m: f32) -> Vec<(f32, f32)> {
         let theta_scale = self.freq_base.powf(-2.0 / self.n_dims as f32);
         let mut theta = pos as f32;
-        let m = self.attn_factor;
         (0..self.n_dims / 2)
             .map(|i| {
                 let ff = self.freq_factors.as_ref().map_or(1.0, |f| f[i]);
-                let t = self.freq_scale * (theta / ff);
+                let extrap = theta / ff;
+                let interp = self.freq_scale * extrap;
+                let t = match &self.yarn {
+                    Some(y) => {
+                        let mix = y.ramp_mix(2 * i);
+                        extrap.mul_add(mix, interp * (1.0 - mix))
+                    }
+                    None => interp,
+                };
                 theta *= theta_scale;
                 (t.cos() * m, t.sin() * m)
             })
@@ -51,15 +116,12 @@ impl Rope {
     }
 
     /// Rotates every head in `x` back by `delta` positions: a key rotated for position `p`
-    /// becomes the key for `p - delta` (rotations compose; llama.cpp shifts its cache alike).
+    /// becomes the key for `p - delta` (rotations compose, YaRN's mixed angles too, since they
+    /// are linear in the position; llama.cpp shifts its cache alike).
     pub fn unrotate(&self, x: &mut [f32], head_dim: usize, delta: usize) {
-        // A pure rotation: the attention factor was applied once, when the key was stored.
-        let rotation = Rope {
-            attn_factor: 1.0,
-            ..self.clone()
-        };
-        let cs: Vec<(f32, f32)> = rotation
-            .cos_sin(delta)
+        // A pure rotation: the magnitude factors were applied once, when the key was stored.
+        let cs: Vec<(f32, f32)> = self
+            .table(delta, 1.0)
             .into_iter()
             .map(|(c, s)| (c, -s))
             .collect();
@@ -119,6 +181,7 @@ mod tests {
             freq_scale: 1.0,
             freq_factors: None,
             attn_factor: 1.0,
+            yarn: None,
         };
         let mut x = vec![1.0, 2.0, 3.0, 4.0];
         rope.apply(&mut x, 4, 0);
@@ -135,6 +198,7 @@ mod tests {
                 freq_scale: 1.0,
                 freq_factors: None,
                 attn_factor: 1.0,
+                yarn: None,
             };
             let x: Vec<f32> = (0..16).map(|i| i as f32 * 0.37 - 2.0).collect();
             let (mut at_90, mut at_60) = (x.clone(), x.clone());
@@ -157,6 +221,7 @@ mod tests {
                 freq_scale: 1.0,
                 freq_factors: None,
                 attn_factor: 1.0,
+                yarn: None,
             };
             let mut x = vec![1.0, 0.0, 0.0, 1.0];
             rope.apply(&mut x, 4, 7);
@@ -181,6 +246,7 @@ mod tests {
             freq_scale: 1.0,
             freq_factors: None,
             attn_factor: 1.0,
+            yarn: None,
         };
         let mut x = vec![1.0, 0.0, 5.0, 6.0];
         rope.apply(&mut x, 4, 3);
@@ -196,6 +262,7 @@ mod tests {
             freq_scale: 1.0,
             freq_factors: None,
             attn_factor: 1.0,
+            yarn: None,
         };
         let scaled = Rope {
             freq_factors: Some(vec![2.0, 4.0].into()),
@@ -216,6 +283,47 @@ mod tests {
         scaled.unrotate(&mut a, 4, 4);
         for (p, q) in a.iter().zip(&b) {
             assert!((p - q).abs() < 1e-5, "{p} vs {q}");
+        }
+    }
+
+    #[test]
+    fn yarn_mixes_extrapolated_and_interpolated_angles_along_its_ramp() {
+        let plain = Rope {
+            style: RopeStyle::Normal,
+            n_dims: 16,
+            freq_base: 10000.0,
+            freq_scale: 0.25,
+            freq_factors: None,
+            attn_factor: 1.0,
+            yarn: None,
+        };
+        let yarn = Rope {
+            yarn: Some(Yarn::new(1.0, 16, 1024, 10000.0, 32.0, 1.0)),
+            ..plain.clone()
+        };
+        assert_eq!(yarn.yarn.unwrap().corr_dims, [1.0, 5.0]);
+        let pos = 37;
+        let m = 1.0 + 0.1 * 4f32.ln();
+        let (cs, lin) = (yarn.cos_sin(pos), plain.cos_sin(pos));
+        let theta = |i: usize| pos as f32 * 10000f32.powf(-2.0 * i as f32 / 16.0);
+        // Pair 0 sits below the ramp: the unscaled angle, with YaRN's magnitude.
+        assert!((cs[0].1 - theta(0).sin() * m).abs() < 1e-4, "{:?}", cs[0]);
+        // Pairs from 5 on are interpolated as with linear scaling.
+        for i in 5..8 {
+            assert!((cs[i].0 - lin[i].0 * m).abs() < 1e-5, "pair {i}");
+            assert!((cs[i].1 - lin[i].1 * m).abs() < 1e-5, "pair {i}");
+        }
+        // Pair 3 is half way: (3 - 1) / (5 - 1) of the way to interpolation.
+        let t3 = theta(3) * (0.5 + 0.5 * 0.25);
+        assert!((cs[3].1 - t3.sin() * m).abs() < 1e-4);
+        // Unrotating stays a pure rotation with YaRN's angles.
+        let x: Vec<f32> = (0..16).map(|i| i as f32 * 0.3 - 2.0).collect();
+        let (mut a, mut b) = (x.clone(), x.clone());
+        yarn.apply(&mut a, 16, 90);
+        yarn.apply(&mut b, 16, 60);
+        yarn.unrotate(&mut a, 16, 30);
+        for (p, q) in a.iter().zip(&b) {
+            assert!((p - q).abs() < 1e-4, "{p} vs {q}");
         }
     }
 }

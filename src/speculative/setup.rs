@@ -159,7 +159,7 @@ pub fn moe_draft_plan(model: &Model, experts: Option<usize>) -> Result<ForwardPl
         .moe
         .as_ref()
         .ok_or_else(|| SpecError::NotMoe(cfg.arch.name().to_string()))?;
-    let shared = moe.n_ff_shexp.is_some();
+    let shared = moe.shared.is_some();
     let n = experts.unwrap_or(if shared { 0 } else { 1 });
     if n > moe.n_expert {
         return Err(SpecError::MoeExperts {

@@ -35,6 +35,7 @@ const FIM_PRE_TEXTS: &[&str] = &[
     "<PRE>",
     "▁<PRE>",
     "<|code_prefix|>",
+    "<|prefix|>",
 ];
 const FIM_SUF_TEXTS: &[&str] = &[
     "<|fim_suffix|>",
@@ -44,6 +45,7 @@ const FIM_SUF_TEXTS: &[&str] = &[
     "<SUF>",
     "▁<SUF>",
     "<|code_suffix|>",
+    "<|suffix|>",
 ];
 const FIM_MID_TEXTS: &[&str] = &[
     "<|fim_middle|>",
@@ -53,6 +55,7 @@ const FIM_MID_TEXTS: &[&str] = &[
     "<MID>",
     "▁<MID>",
     "<|code_middle|>",
+    "<|middle|>",
 ];
 const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
 const FIM_REP_TEXTS: &[&str] = &[
@@ -63,15 +66,20 @@ const FIM_REP_TEXTS: &[&str] = &[
     "<reponame>",
 ];
 const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
-/// Token texts that end generation whatever the metadata says.
+/// Token texts that end generation whatever the metadata says (llama.cpp 0c1e570's list). Each
+/// is also made a control token, so that text spelling it is not cut out as that token unless
+/// specials are parsed (Gemma's user-defined `</s>`, for one).
 const EOG_TEXTS: &[&str] = &[
     "<|eot_id|>",
     "<|im_end|>",
     "<|end|>",
     "<|return|>",
     "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
     "<end_of_turn>",
     "<|endoftext|>",
+    "</s>",
     "<|eom_id|>",
     "<EOT>",
     "_<EOT>",
@@ -79,6 +87,11 @@ const EOG_TEXTS: &[&str] = &[
     "[EOS]",
     "<|end_of_text|>",
     "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<｜end▁of▁sentence｜>",
+    "[e~[",
 ];
 
 pub fn build(mut spec: VocabSpec) -> Result<Tokenizer, TokenizerError> {
@@ -334,12 +347,23 @@ fn end_of_generation(vocab: &mut Vocab, ids: &SpecialIds) -> Vec<u32> {
         }
     }
     eog.extend([ids.eos, ids.eot, ids.eom].into_iter().flatten());
-    // gpt-oss: with "<|return|>" and "<|call|>" present, "<|end|>" only ends a message
-    let has = |t: &str| vocab.id(t).is_some_and(|id| eog.contains(&id));
-    if has("<|return|>") && has("<|call|>") {
+    let has = |vocab: &Vocab, eog: &BTreeSet<u32>, t: &str| {
+        vocab.id(t).is_some_and(|id| eog.contains(&id))
+    };
+    // gpt-oss ("<|return|>", "<|call|>") and solar-open ("<|calls|>", "<|flush|>"): "<|end|>"
+    // only ends a message
+    let call = has(vocab, &eog, "<|call|>") || has(vocab, &eog, "<|calls|>");
+    if call && (has(vocab, &eog, "<|return|>") || has(vocab, &eog, "<|flush|>")) {
         if let Some(end) = vocab.id("<|end|>").filter(|id| eog.contains(id)) {
             eog.remove(&end);
             vocab.set_attr(end, attr::USER_DEFINED);
+        }
+    }
+    // Gemma 4 and PLaMo: "</s>" is a normal token there
+    if has(vocab, &eog, "<|tool_response>") || has(vocab, &eog, "<|plamo:eos|>") {
+        if let Some(s) = vocab.id("</s>").filter(|id| eog.contains(id)) {
+            eog.remove(&s);
+            vocab.set_attr(s, attr::NORMAL);
         }
     }
     eog.into_iter().collect()

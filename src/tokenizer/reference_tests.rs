@@ -254,3 +254,26 @@ fn special_tokens_of_real_models() {
     );
     assert_eq!(gemma.encode("", true, false), [2]);
 }
+
+/// Gemma's SentencePiece vocabulary on text that spells its special tokens, without
+/// `parse_special`: llama.cpp's ids (`llama-tokenize --no-parse-special --ids`, BOS added),
+/// recorded in `tests/data/reference/gemma-no-parse-special.json`.
+#[test]
+fn gemma_spelled_special_tokens_without_parse_special() {
+    let Some((gemma, _)) = load("gemma-3-270m-q4_k_m") else {
+        return;
+    };
+    let json = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/reference/gemma-no-parse-special.json");
+    let cases: Vec<TokenizeCase> =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    assert!(cases.len() >= 5);
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|c| {
+            let ids = gemma.encode(&c.text, true, false);
+            (ids != c.ids).then(|| format!("{:?}:\n  got  {ids:?}\n  want {:?}", c.text, c.ids))
+        })
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

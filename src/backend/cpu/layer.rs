@@ -7,7 +7,9 @@
 use super::moe_ffn::MoeStep;
 use crate::gguf::GgufFile;
 use crate::kv_cache::KvCache;
-use crate::model::{Batch, Config, DenseFfn, Ffn, FfnActivation, ForwardPlan, Layer, Model};
+use crate::model::{
+    Attention, Batch, Config, DenseFfn, Ffn, FfnActivation, ForwardPlan, Layer, Model,
+};
 use crate::ops::activation::{geglu, swiglu};
 use crate::ops::attention::{attend_one_head, tiled, AttnShape};
 use crate::ops::norm::{rms_norm_rows, rms_norm_rows_into};
@@ -26,15 +28,19 @@ impl Model {
         x: &mut [f32],
         s: &mut Scratch,
     ) {
+        let w = match &layer.attn {
+            Attention::Mha(w) => w,
+            Attention::Mla(w) => return self.mla_attention_block(il, layer, w, batch, caches, x),
+        };
         let cfg = &self.config;
         let file = &*self.file;
         let (n, e, hd) = (batch.len(), cfg.n_embd, cfg.head_dim);
         let (q_dim, kv_dim) = (cfg.q_dim(), cfg.kv_dim());
         rms_norm_rows_into(x, &layer.attn_norm, e, cfg.rms_eps, &mut s.h);
-        project(&layer.wq.mat(file), &s.h, n, layer.bq.as_deref(), &mut s.q);
-        project(&layer.wk.mat(file), &s.h, n, layer.bk.as_deref(), &mut s.k);
-        project(&layer.wv.mat(file), &s.h, n, layer.bv.as_deref(), &mut s.v);
-        if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
+        project(&w.wq.mat(file), &s.h, n, w.bq.as_deref(), &mut s.q);
+        project(&w.wk.mat(file), &s.h, n, w.bk.as_deref(), &mut s.k);
+        project(&w.wv.mat(file), &s.h, n, w.bv.as_deref(), &mut s.v);
+        if let (Some(qn), Some(kn)) = (&w.q_norm, &w.k_norm) {
             rms_norm_rows(&mut s.q, qn, hd, cfg.rms_eps);
             rms_norm_rows(&mut s.k, kn, hd, cfg.rms_eps);
         }
@@ -69,7 +75,30 @@ impl Model {
             scale: if cfg.scale_query { 1.0 } else { cfg.attn_scale },
             softcap: cfg.attn_softcap.unwrap_or(0.0),
         };
-        let caches: &[C] = caches;
+        self.attend(il, &shape, window, batch, caches, &s.q, &mut s.attn);
+
+        matmul(&layer.wo.mat(file), &s.attn, n, &mut s.h);
+        if let Some(w) = &layer.post_attn_norm {
+            rms_norm_rows(&mut s.h, w, e, cfg.rms_eps);
+        }
+        x.iter_mut().zip(&s.h).for_each(|(a, b)| *a += b);
+    }
+
+    /// Attention of the batch's queries `q` (`n_head · head_dim` per token, already scaled and
+    /// rotated) over the caches of their sequences at layer `il`, into `out` (same shape).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn attend<C: BorrowMut<KvCache> + Sync>(
+        &self,
+        il: usize,
+        shape: &AttnShape,
+        window: Option<usize>,
+        batch: &Batch,
+        caches: &[C],
+        q: &[f32],
+        out: &mut [f32],
+    ) {
+        let (n, hd) = (batch.len(), shape.head_dim);
+        let q_dim = shape.n_head * hd;
         // The path is chosen per run of consecutive tokens of one sequence, never from the
         // size of the whole batch: a sequence's results must not depend on which other
         // sequences share its forward pass (server slots, speculative verification).
@@ -84,52 +113,45 @@ impl Model {
                 continue;
             }
             let queries = tiled::Queries {
-                q: &s.q[t * q_dim..end * q_dim],
+                q: &q[t * q_dim..end * q_dim],
                 pos: &batch.pos[t..end],
                 window,
             };
             let cache = caches[seq].borrow();
             tiled::attend(
-                &shape,
+                shape,
                 &queries,
                 cache.keys(il),
                 cache.values(il),
-                &mut s.attn[t * q_dim..end * q_dim],
+                &mut out[t * q_dim..end * q_dim],
             );
             t = end;
         }
         if !short.is_empty() {
             // One (token, head) per task, into a buffer of the short runs' rows.
-            let group = cfg.n_head / cfg.n_head_kv;
-            let q = &s.q;
+            let group = shape.n_head / shape.n_head_kv;
             let mut rows = vec![0f32; short.len() * q_dim];
-            pool::global().for_each_chunk(&mut rows, hd, |c, out| {
-                let (t, head) = (short[c / cfg.n_head], c % cfg.n_head);
+            pool::global().for_each_chunk(&mut rows, hd, |c, dst| {
+                let (t, head) = (short[c / shape.n_head], c % shape.n_head);
                 let pos = batch.pos[t];
                 let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
                 let cache = caches[batch.seq[t]].borrow();
                 let qh = &q[t * q_dim + head * hd..][..hd];
                 attend_one_head(
-                    &shape,
+                    shape,
                     qh,
                     cache.keys(il),
                     cache.values(il),
                     head / group,
                     first,
                     pos,
-                    out,
+                    dst,
                 );
             });
             for (&t, row) in short.iter().zip(rows.chunks_exact(q_dim)) {
-                s.attn[t * q_dim..(t + 1) * q_dim].copy_from_slice(row);
+                out[t * q_dim..(t + 1) * q_dim].copy_from_slice(row);
             }
         }
-
-        matmul(&layer.wo.mat(file), &s.attn, n, &mut s.h);
-        if let Some(w) = &layer.post_attn_norm {
-            rms_norm_rows(&mut s.h, w, e, cfg.rms_eps);
-        }
-        x.iter_mut().zip(&s.h).for_each(|(a, b)| *a += b);
     }
 
     pub(super) fn ffn_block(

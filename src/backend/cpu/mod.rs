@@ -100,8 +100,13 @@ impl Backend for CpuBackend {
             .clone()
             .map(|il| model.layer_rope(il, cache.n_ctx()))
             .collect();
+        // Latent attention's cache rows end in the one rotated key part.
+        let (rotated, width) = match &cfg.mla {
+            Some(m) => (m.kv_lora_rank.., m.qk_rope),
+            None => (0.., cfg.head_dim),
+        };
         cache.shift(keep, discard, |layer, key| {
-            ropes[layer - layers.start].unrotate(key, cfg.head_dim, discard)
+            ropes[layer - layers.start].unrotate(&mut key[rotated.clone()], width, discard)
         });
         Ok(())
     }

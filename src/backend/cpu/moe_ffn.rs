@@ -8,7 +8,7 @@ use super::layer::{activate, dense_ffn};
 use crate::gguf::GgufFile;
 use crate::model::{FfnActivation, MoeFfn};
 use crate::ops::matmul;
-use crate::ops::router::{route, shared_gate, softmax, Route};
+use crate::ops::router::{shared_gate, Route, Router};
 
 /// The work of one MoE block over a batch.
 pub(super) struct MoeStep<'a> {
@@ -32,8 +32,6 @@ impl MoeStep<'_> {
             self.routed(h, n, e, &routes, out);
         }
         if let Some(shared) = &self.weights.shared {
-            let mut logit = vec![0f32; n];
-            matmul(&shared.gate_inp.mat(self.file), h, n, &mut logit);
             let mut y = vec![0f32; n * e];
             let (mut gate, mut up) = (Vec::new(), Vec::new());
             dense_ffn(
@@ -46,25 +44,37 @@ impl MoeStep<'_> {
                 &mut up,
                 &mut y,
             );
-            for ((o, y), &g) in out.chunks_exact_mut(e).zip(y.chunks_exact(e)).zip(&logit) {
-                let g = shared_gate(g);
-                o.iter_mut().zip(y).for_each(|(o, y)| *o += y * g);
+            match &shared.gate_inp {
+                Some(gate_inp) => {
+                    let mut logit = vec![0f32; n];
+                    matmul(&gate_inp.mat(self.file), h, n, &mut logit);
+                    for ((o, y), &g) in out.chunks_exact_mut(e).zip(y.chunks_exact(e)).zip(&logit) {
+                        let g = shared_gate(g);
+                        o.iter_mut().zip(y).for_each(|(o, y)| *o += y * g);
+                    }
+                }
+                None => out.iter_mut().zip(&y).for_each(|(o, y)| *o += y),
             }
         }
     }
 
     /// Each token's experts and weights.
     fn routes(&self, h: &[f32], n: usize) -> Vec<Route> {
-        let ne = self.weights.config.n_expert;
+        let (w, c) = (self.weights, &self.weights.config);
+        let ne = c.n_expert;
         let mut logits = vec![0f32; n * ne];
-        matmul(&self.weights.router.mat(self.file), h, n, &mut logits);
-        let mut probs = vec![0f32; ne];
+        matmul(&w.router.mat(self.file), h, n, &mut logits);
+        let router = Router {
+            gating: c.gating,
+            selection_bias: w.selection_bias.as_deref(),
+            groups: c.groups,
+            normalise: c.norm_weights,
+            scale: c.weights_scale,
+        };
+        let (mut probs, mut select) = (vec![0f32; ne], vec![0f32; ne]);
         logits
             .chunks_exact(ne)
-            .map(|l| {
-                softmax(l, &mut probs);
-                route(&probs, self.k, self.weights.config.norm_weights)
-            })
+            .map(|l| router.route(l, self.k, &mut probs, &mut select))
             .collect()
     }
 

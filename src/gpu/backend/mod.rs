@@ -17,7 +17,7 @@ pub use weights::{kernel_suffix, WeightsError};
 
 use crate::backend::{Backend, BackendError, LayerCache, Pass};
 use crate::gpu::{Device, DeviceBuffer, Kernel};
-use crate::model::{Ffn, Model};
+use crate::model::{Attention, Ffn, Model};
 use cache::device_error;
 use std::collections::HashMap;
 use std::ops::Range;
@@ -105,18 +105,21 @@ impl CudaBackend {
             let Ffn::Dense(ffn) = &l.ffn else {
                 return Err(WeightsError::Experts);
             };
+            let Attention::Mha(a) = &l.attn else {
+                return Err(WeightsError::LatentAttention);
+            };
             let t = |s: &str| format!("blk.{il}.{s}");
             let b = DeviceLayer {
                 attn_norm: upload_f32(dev, &t("attn_norm"), &l.attn_norm)?,
-                wq: upload_matrix(dev, &t("attn_q"), &l.wq.mat(file))?,
-                wk: upload_matrix(dev, &t("attn_k"), &l.wk.mat(file))?,
-                wv: upload_matrix(dev, &t("attn_v"), &l.wv.mat(file))?,
+                wq: upload_matrix(dev, &t("attn_q"), &a.wq.mat(file))?,
+                wk: upload_matrix(dev, &t("attn_k"), &a.wk.mat(file))?,
+                wv: upload_matrix(dev, &t("attn_v"), &a.wv.mat(file))?,
                 wo: upload_matrix(dev, &t("attn_output"), &l.wo.mat(file))?,
-                bq: opt(t("attn_q.bias"), &l.bq)?,
-                bk: opt(t("attn_k.bias"), &l.bk)?,
-                bv: opt(t("attn_v.bias"), &l.bv)?,
-                q_norm: opt(t("attn_q_norm"), &l.q_norm)?,
-                k_norm: opt(t("attn_k_norm"), &l.k_norm)?,
+                bq: opt(t("attn_q.bias"), &a.bq)?,
+                bk: opt(t("attn_k.bias"), &a.bk)?,
+                bv: opt(t("attn_v.bias"), &a.bv)?,
+                q_norm: opt(t("attn_q_norm"), &a.q_norm)?,
+                k_norm: opt(t("attn_k_norm"), &a.k_norm)?,
                 post_attn_norm: opt(t("post_attention_norm"), &l.post_attn_norm)?,
                 ffn_norm: upload_f32(dev, &t("ffn_norm"), &l.ffn_norm)?,
                 gate: upload_matrix(dev, &t("ffn_gate"), &ffn.gate.mat(file))?,

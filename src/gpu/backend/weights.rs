@@ -16,6 +16,8 @@ pub enum WeightsError {
     Columns { tensor: String, cols: usize },
     #[error("mixture-of-experts blocks have no CUDA kernels yet")]
     Experts,
+    #[error("multi-head latent attention (deepseek2) has no CUDA kernels yet")]
+    LatentAttention,
     #[error("heads of {0} dimensions (the attention kernel takes up to 256)")]
     HeadDim(usize),
     #[error("uploading {tensor}: {error}")]
