@@ -381,7 +381,7 @@ fn the_kernels_decode_every_block_layout_as_the_engine_does() {
     for (ty, suffix, block, scales) in types {
         let row_bytes = cols / ty.block_elems() * block;
         let mut data: Vec<u8> = (0..rows * row_bytes).map(|_| next() as u8).collect();
-        let mut finite = |next: &mut dyn FnMut() -> u64| (next() % 4001) as f32 / 1000.0 - 2.0;
+        let finite = |next: &mut dyn FnMut() -> u64| (next() % 4001) as f32 / 1000.0 - 2.0;
         for b in data.chunks_exact_mut(block) {
             if ty == GgmlType::F32 {
                 b.copy_from_slice(&finite(&mut next).to_le_bytes());
@@ -840,13 +840,13 @@ fn the_synchronising_kernels_compute_what_the_engine_does() {
                 let weights: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
                 let total: f64 = weights.iter().sum();
                 let g = &got[(t * nh + h) * hd..][..hd];
-                for d in 0..hd {
+                for (d, &kernel) in g.iter().enumerate() {
                     let want: f64 = (first..=p)
                         .zip(&weights)
                         .map(|(j, w)| w * row(&values, j)[d])
                         .sum::<f64>()
                         / total;
-                    let a = g[d] as f64;
+                    let a = kernel as f64;
                     assert!(
                         (a - want).abs() <= 1e-5 + 1e-4 * want.abs(),
                         "attention cap {softcap} window {window} token {t} head {h} dim {d}: kernel {a}, f64 {want}"
