@@ -535,6 +535,7 @@ fn the_elementwise_kernels_compute_what_the_engine_does() {
                 freq_scale: 0.5,
                 freq_factors: ff.clone().map(|f| Arc::from(f.as_slice())),
                 attn_factor: 1.25,
+                yarn: None,
             };
             let x = noise(3, n_tok * heads * hd, 2.0);
             let mut input = le_bytes_f32(&x);

@@ -94,6 +94,9 @@ impl CudaBackend {
         if model.config.head_dim > 256 {
             return Err(WeightsError::HeadDim(model.config.head_dim));
         }
+        if model.config.rope.yarn.is_some() {
+            return Err(WeightsError::Yarn);
+        }
         let mut blocks = Vec::with_capacity(layers.len());
         let mut suffixes = Vec::new();
         let opt =

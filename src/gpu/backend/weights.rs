@@ -18,6 +18,8 @@ pub enum WeightsError {
     Experts,
     #[error("multi-head latent attention (deepseek2) has no CUDA kernels yet")]
     LatentAttention,
+    #[error("YaRN RoPE scaling has no CUDA kernel yet")]
+    Yarn,
     #[error("heads of {0} dimensions (the attention kernel takes up to 256)")]
     HeadDim(usize),
     #[error("uploading {tensor}: {error}")]
