@@ -319,10 +319,15 @@ impl PackedActs {
     }
 }
 
-/// Packs one activation row for [`matvec`]: the token in both halves of pair 0.
+/// Packs one activation row for [`matvec`]: the token in both halves of pair 0 (16-bit formats:
+/// its widened row alone).
 ///
 /// Panics as [`pack_acts`] does.
 pub fn pack_single(ty: GgmlType, n: usize, act: &[u8]) -> PackedActs {
+    if matches!(ty.vec_dot_type(), GgmlType::F16 | GgmlType::BF16) {
+        // The 16-bit kernels read the token's own f32 row; no partner copy to widen.
+        return pack_half(ty, n, act, 1);
+    }
     let mut twice = Vec::with_capacity(2 * act.len());
     twice.extend_from_slice(act);
     twice.extend_from_slice(act);
