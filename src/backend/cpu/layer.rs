@@ -11,7 +11,7 @@ use crate::model::{
     Attention, Batch, Config, DenseFfn, Ffn, FfnActivation, ForwardPlan, Layer, Model,
 };
 use crate::ops::activation::{geglu, swiglu};
-use crate::ops::attention::{attend_one_head, tiled, AttnShape};
+use crate::ops::attention::{attend_heads, tiled, AttnShape};
 use crate::ops::norm::{rms_norm_rows, rms_norm_rows_into};
 use crate::ops::rope::Rope;
 use crate::ops::{matmul, QMat};
@@ -128,16 +128,24 @@ impl Model {
             t = end;
         }
         if !short.is_empty() {
-            // One (token, head) per task, into a buffer of the short runs' rows.
+            // One (token, part of a KV head's group of query heads) per task: the group's
+            // heads share each key and value row, so a task takes as many of them as still
+            // leaves every worker a task.
             let group = shape.n_head / shape.n_head_kv;
+            let threads = pool::global().threads();
+            let per_task = (1..=group)
+                .rev()
+                .find(|&g| group.is_multiple_of(g) && short.len() * shape.n_head / g >= threads)
+                .unwrap_or(1);
+            let tasks_per_token = shape.n_head / per_task;
             let mut rows = vec![0f32; short.len() * q_dim];
-            pool::global().for_each_chunk(&mut rows, hd, |c, dst| {
-                let (t, head) = (short[c / shape.n_head], c % shape.n_head);
+            pool::global().for_each_chunk(&mut rows, per_task * hd, |c, dst| {
+                let (t, head) = (short[c / tasks_per_token], c % tasks_per_token * per_task);
                 let pos = batch.pos[t];
                 let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
                 let cache = caches[batch.seq[t]].borrow();
-                let qh = &q[t * q_dim + head * hd..][..hd];
-                attend_one_head(
+                let qh = &q[t * q_dim + head * hd..][..per_task * hd];
+                attend_heads(
                     shape,
                     qh,
                     cache.keys(il),

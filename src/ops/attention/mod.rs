@@ -84,7 +84,31 @@ pub fn attend_one_head(
     last: usize,
     out: &mut [f32],
 ) {
+    attend_heads(shape, q, keys, values, kv_head, first, last, out);
+}
+
+/// Attention output for adjacent query heads that share the KV head `kv_head` (a grouped-query
+/// group or part of one): `q` and `out` hold `head_dim` values per head. Each head's result has
+/// the bits [`attend_one_head`] gives it; the SIMD kernels interleave the heads position by
+/// position, so each key and value row is read once for all of them and the heads' dependency
+/// chains (the f16 accumulator, the softmax) overlap.
+#[allow(clippy::too_many_arguments)]
+pub fn attend_heads(
+    shape: &AttnShape,
+    q: &[f32],
+    keys: &[f16],
+    values: &[f16],
+    kv_head: usize,
+    first: usize,
+    last: usize,
+    out: &mut [f32],
+) {
     let hd = shape.head_dim;
+    assert!(
+        q.len().is_multiple_of(hd) && out.len() == q.len(),
+        "attention: {} query values for heads of {hd}",
+        q.len()
+    );
     let kv_dim = shape.n_head_kv * hd;
     let row = |data: &'_ [f16], p: usize| -> std::ops::Range<usize> {
         let start = p * kv_dim + kv_head * hd;
@@ -101,23 +125,26 @@ pub fn attend_one_head(
         last,
         row: &row,
     };
-    attend_rows(crate::cpu::isa(), shape.scores(), q, &rows, out);
+    attend_rows(crate::cpu::isa(), shape.scores(), q, hd, &rows, out);
 }
 
-/// One head over `rows` with the kernels of `isa` (which this CPU must support).
-fn attend_rows(isa: Isa, scores: Scores, q: &[f32], rows: &Rows, out: &mut [f32]) {
+/// The heads in `q` (`hd` values each) over `rows` with the kernels of `isa` (which this CPU
+/// must support).
+fn attend_rows(isa: Isa, scores: Scores, q: &[f32], hd: usize, rows: &Rows, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if q.len().is_multiple_of(DOT_STEP) {
+    if hd.is_multiple_of(DOT_STEP) {
         match isa {
             // SAFETY: the caller guarantees the CPU supports `isa` (AVX-512F, F16C, FMA).
-            Isa::Avx512 => return unsafe { x86::attend(scores, q, rows, out) },
+            Isa::Avx512 => return unsafe { x86::attend(scores, q, hd, rows, out) },
             // SAFETY: as above (AVX2, F16C, FMA).
-            Isa::Avx2 => return unsafe { x86_avx2::attend(scores, q, rows, out) },
+            Isa::Avx2 => return unsafe { x86_avx2::attend(scores, q, hd, rows, out) },
             _ => {}
         }
     }
     let _ = isa;
-    scalar::attend(scores, q, rows, out);
+    for (qh, oh) in q.chunks_exact(hd).zip(out.chunks_exact_mut(hd)) {
+        scalar::attend(scores, qh, rows, oh);
+    }
 }
 
 /// The key and value rows one head attends over.
@@ -234,37 +261,56 @@ mod x86 {
     }
 
     /// # Safety
-    /// The CPU must support AVX-512F, F16C and FMA; `q.len()` is a multiple of 64.
+    /// The CPU must support AVX-512F, F16C and FMA; `hd` is a multiple of 64 and divides
+    /// `q.len()`, which `out.len()` equals.
     #[target_feature(enable = "avx512f,f16c,fma")]
-    pub(super) unsafe fn attend(scores: Scores, q: &[f32], rows: &Rows, out: &mut [f32]) {
-        let hd = q.len();
-        let mut q16 = vec![0u16; hd];
+    pub(super) unsafe fn attend(
+        scores: Scores,
+        q: &[f32],
+        hd: usize,
+        rows: &Rows,
+        out: &mut [f32],
+    ) {
+        let n = q.len() / hd;
+        let mut q16 = vec![0u16; q.len()];
         for (src, dst) in q.chunks_exact(16).zip(q16.chunks_exact_mut(16)) {
             // SAFETY: `src` holds 16 floats; unaligned load.
             store16(dst, unsafe { _mm512_loadu_ps(src.as_ptr()) });
         }
-        let mut acc = vec![0u16; hd];
-        let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
+        let mut acc = vec![0u16; q.len()];
+        let mut state = vec![(f32::NEG_INFINITY, 0f32); n];
+        let mut weight = vec![0f32; n];
         for p in rows.first..=rows.last {
             let k = bits(&rows.keys[(rows.row)(rows.keys, p)]);
-            let s = scores.apply(dot(&q16, k));
-            let (ms, vs) = softmax_step(s, &mut max, &mut sum);
-            if ms != 1.0 {
-                let m = _mm512_set1_ps(ms);
-                for a in acc.chunks_exact_mut(16) {
-                    store16(a, _mm512_mul_ps(load16(a), m));
+            for (h, ((max, sum), w)) in state.iter_mut().zip(&mut weight).enumerate() {
+                let s = scores.apply(dot(&q16[h * hd..][..hd], k));
+                let (ms, vs) = softmax_step(s, max, sum);
+                if ms != 1.0 {
+                    let m = _mm512_set1_ps(ms);
+                    for a in acc[h * hd..][..hd].chunks_exact_mut(16) {
+                        store16(a, _mm512_mul_ps(load16(a), m));
+                    }
                 }
+                *w = vs;
             }
             let v = bits(&rows.values[(rows.row)(rows.values, p)]);
-            let w = _mm512_set1_ps(vs);
-            for (a, x) in acc.chunks_exact_mut(16).zip(v.chunks_exact(16)) {
-                store16(a, _mm512_fmadd_ps(load16(x), w, load16(a)));
+            for (acc, &vs) in acc.chunks_exact_mut(hd).zip(&weight) {
+                let w = _mm512_set1_ps(vs);
+                for (a, x) in acc.chunks_exact_mut(16).zip(v.chunks_exact(16)) {
+                    store16(a, _mm512_fmadd_ps(load16(x), w, load16(a)));
+                }
             }
         }
-        let inv = _mm512_set1_ps(if sum == 0.0 { 0.0 } else { 1.0 / sum });
-        for (o, a) in out.chunks_exact_mut(16).zip(acc.chunks_exact(16)) {
-            // SAFETY: `o` holds 16 floats; unaligned store.
-            unsafe { _mm512_storeu_ps(o.as_mut_ptr(), _mm512_mul_ps(load16(a), inv)) };
+        for ((out, acc), (_, sum)) in out
+            .chunks_exact_mut(hd)
+            .zip(acc.chunks_exact(hd))
+            .zip(&state)
+        {
+            let inv = _mm512_set1_ps(if *sum == 0.0 { 0.0 } else { 1.0 / sum });
+            for (o, a) in out.chunks_exact_mut(16).zip(acc.chunks_exact(16)) {
+                // SAFETY: `o` holds 16 floats; unaligned store.
+                unsafe { _mm512_storeu_ps(o.as_mut_ptr(), _mm512_mul_ps(load16(a), inv)) };
+            }
         }
     }
 
@@ -341,7 +387,9 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             ((seed >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
         };
-        let q: Vec<f32> = (0..hd).map(|_| rnd() * 3.0).collect();
+        // three heads sharing the KV head, each checked alone against the portable one
+        let heads = 3;
+        let q: Vec<f32> = (0..heads * hd).map(|_| rnd() * 3.0).collect();
         let keys: Vec<f16> = (0..n * hd).map(|_| f16::from_f32(rnd())).collect();
         let values: Vec<f16> = (0..n * hd).map(|_| f16::from_f32(rnd())).collect();
         let row = |_: &[f16], p: usize| p * hd..(p + 1) * hd;
@@ -361,12 +409,20 @@ mod tests {
                 softcap,
             }
             .scores();
-            let mut portable = vec![0.0; hd];
-            scalar::attend(scores, &q, &rows, &mut portable);
+            let mut portable = vec![0.0; heads * hd];
+            for (qh, oh) in q.chunks_exact(hd).zip(portable.chunks_exact_mut(hd)) {
+                scalar::attend(scores, qh, &rows, oh);
+            }
             for isa in crate::cpu::available() {
-                let mut simd = vec![0.0; hd];
-                attend_rows(isa, scores, &q, &rows, &mut simd);
-                assert_eq!(portable, simd, "{isa:?}, softcap {softcap}");
+                for n in [1, heads] {
+                    let mut simd = vec![0.0; n * hd];
+                    attend_rows(isa, scores, &q[..n * hd], hd, &rows, &mut simd);
+                    assert_eq!(
+                        portable[..n * hd],
+                        simd,
+                        "{isa:?}, {n} heads, softcap {softcap}"
+                    );
+                }
             }
         }
     }

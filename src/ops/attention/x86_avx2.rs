@@ -1,7 +1,8 @@
 //! The one-token attention kernel on AVX2 (+F16C, FMA), with the AVX-512 kernel's bits: each of
 //! its 16-lane vectors is a pair of 8-lane halves here, lane for lane, so the query's f16
 //! rounding, the four-accumulator q·k dot with its fixed reduction, the online softmax and the
-//! f16 value accumulator rounded after every fused multiply-add are the same operations.
+//! f16 value accumulator rounded after every fused multiply-add are the same operations, and the
+//! heads of one call are interleaved position by position as there.
 
 use super::{f16_bits as bits, reduce16, softmax_step, Rows, Scores, DOT_STEP};
 use std::arch::x86_64::*;
@@ -26,37 +27,50 @@ fn store8(d: &mut [u16], v: __m256) {
 }
 
 /// # Safety
-/// The CPU must support AVX2, F16C and FMA; `q.len()` is a multiple of 64.
+/// The CPU must support AVX2, F16C and FMA; `hd` is a multiple of 64 and divides `q.len()`,
+/// which `out.len()` equals.
 #[target_feature(enable = "avx2,f16c,fma")]
-pub(super) unsafe fn attend(scores: Scores, q: &[f32], rows: &Rows, out: &mut [f32]) {
-    let hd = q.len();
-    let mut q16 = vec![0u16; hd];
+pub(super) unsafe fn attend(scores: Scores, q: &[f32], hd: usize, rows: &Rows, out: &mut [f32]) {
+    let n = q.len() / hd;
+    let mut q16 = vec![0u16; q.len()];
     for (src, dst) in q.chunks_exact(8).zip(q16.chunks_exact_mut(8)) {
         // SAFETY: `src` holds 8 floats; unaligned load.
         store8(dst, unsafe { _mm256_loadu_ps(src.as_ptr()) });
     }
-    let mut acc = vec![0u16; hd];
-    let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
+    let mut acc = vec![0u16; q.len()];
+    let mut state = vec![(f32::NEG_INFINITY, 0f32); n];
+    let mut weight = vec![0f32; n];
     for p in rows.first..=rows.last {
         let k = bits(&rows.keys[(rows.row)(rows.keys, p)]);
-        let s = scores.apply(dot(&q16, k));
-        let (ms, vs) = softmax_step(s, &mut max, &mut sum);
-        if ms != 1.0 {
-            let m = _mm256_set1_ps(ms);
-            for a in acc.chunks_exact_mut(8) {
-                store8(a, _mm256_mul_ps(load8(a), m));
+        for (h, ((max, sum), w)) in state.iter_mut().zip(&mut weight).enumerate() {
+            let s = scores.apply(dot(&q16[h * hd..][..hd], k));
+            let (ms, vs) = softmax_step(s, max, sum);
+            if ms != 1.0 {
+                let m = _mm256_set1_ps(ms);
+                for a in acc[h * hd..][..hd].chunks_exact_mut(8) {
+                    store8(a, _mm256_mul_ps(load8(a), m));
+                }
             }
+            *w = vs;
         }
         let v = bits(&rows.values[(rows.row)(rows.values, p)]);
-        let w = _mm256_set1_ps(vs);
-        for (a, x) in acc.chunks_exact_mut(8).zip(v.chunks_exact(8)) {
-            store8(a, _mm256_fmadd_ps(load8(x), w, load8(a)));
+        for (acc, &vs) in acc.chunks_exact_mut(hd).zip(&weight) {
+            let w = _mm256_set1_ps(vs);
+            for (a, x) in acc.chunks_exact_mut(8).zip(v.chunks_exact(8)) {
+                store8(a, _mm256_fmadd_ps(load8(x), w, load8(a)));
+            }
         }
     }
-    let inv = _mm256_set1_ps(if sum == 0.0 { 0.0 } else { 1.0 / sum });
-    for (o, a) in out.chunks_exact_mut(8).zip(acc.chunks_exact(8)) {
-        // SAFETY: `o` holds 8 floats; unaligned store.
-        unsafe { _mm256_storeu_ps(o.as_mut_ptr(), _mm256_mul_ps(load8(a), inv)) };
+    for ((out, acc), (_, sum)) in out
+        .chunks_exact_mut(hd)
+        .zip(acc.chunks_exact(hd))
+        .zip(&state)
+    {
+        let inv = _mm256_set1_ps(if *sum == 0.0 { 0.0 } else { 1.0 / sum });
+        for (o, a) in out.chunks_exact_mut(8).zip(acc.chunks_exact(8)) {
+            // SAFETY: `o` holds 8 floats; unaligned store.
+            unsafe { _mm256_storeu_ps(o.as_mut_ptr(), _mm256_mul_ps(load8(a), inv)) };
+        }
     }
 }
 
