@@ -16,15 +16,6 @@ use std::path::{Path, PathBuf};
 const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1";
 const GEMMA: &str = "gemma-3-270m-q4_k_m";
 
-/// The tests of this file one at a time. Run in parallel, the round trip and the error test
-/// sometimes saw a slot still holding 16 tokens (its prompt minus one) right after an erase
-/// that reported the right count; the cause was not found (each server has its own OS-chosen
-/// port and slot directory), so it may be a timing-dependent server bug that this hides.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// A fresh empty directory for one test's slot files.
 fn slot_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("llamafile-slots-{name}-{}", std::process::id()));
@@ -75,7 +66,6 @@ fn complete(port: u16) -> Value {
 
 #[test]
 fn a_saved_slot_restores_in_a_later_process_and_its_prompt_stays_cached() {
-    let _serial = serial();
     let dir = slot_dir("roundtrip");
     let Some(a) = start(SMOLLM2, &dir, &["-np", "1"]) else {
         return;
@@ -139,7 +129,6 @@ fn slot0_cached_before_erase(r: &Value) -> u64 {
 
 #[test]
 fn an_action_on_a_busy_slot_waits_until_it_is_idle() {
-    let _serial = serial();
     let dir = slot_dir("busy");
     let Some(srv) = start(SMOLLM2, &dir, &["-np", "1"]) else {
         return;
@@ -172,7 +161,6 @@ fn an_action_on_a_busy_slot_waits_until_it_is_idle() {
 
 #[test]
 fn slot_action_errors_are_4xx_naming_the_problem() {
-    let _serial = serial();
     let dir = slot_dir("errors");
     let Some(srv) = start(SMOLLM2, &dir, &["-np", "2"]) else {
         return;
@@ -276,7 +264,6 @@ fn slot_action_errors_are_4xx_naming_the_problem() {
 
 #[test]
 fn slot_save_path_must_be_a_directory() {
-    let _serial = serial();
     let Some(model) = common::model_path(SMOLLM2) else {
         return;
     };

@@ -304,9 +304,11 @@ impl Worker<'_> {
                 n_bytes,
                 ms: t0.elapsed().as_secs_f64() * 1e3,
             });
+            // `/slots` shows the slot's new state before the client hears the action is done
+            // (a client that reads `/slots` right after an erase must see it empty).
+            self.publish();
             let _ = action.reply.send(done);
         }
-        self.publish();
     }
 
     fn drop_cancelled(&mut self) {
