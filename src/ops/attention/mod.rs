@@ -236,9 +236,41 @@ fn reduce16(x: [f32; 16]) -> f32 {
     (q[0] + q[2]) + (q[1] + q[3])
 }
 
+/// Sixteen floats on a cache line of their own: the SIMD kernels' widened rows live in these,
+/// so that a 16-lane store and the loads that read it back never straddle two lines (a
+/// straddling store is not forwarded to the load, which then waits for it to retire).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([f32; 16]);
+
+/// Zeroed lines for `n` floats (`n` a multiple of 16), seen as one flat slice by [`flat`].
+fn lines(n: usize) -> Vec<Line> {
+    vec![Line([0.0; 16]); n / 16]
+}
+
+fn flat(l: &[Line]) -> &[f32] {
+    // SAFETY: `Line` is `repr(C)` around `[f32; 16]` with no padding (64 bytes, align 64), so
+    // the lines are contiguous floats.
+    unsafe { std::slice::from_raw_parts(l.as_ptr().cast(), l.len() * 16) }
+}
+
+/// The lines as f16 bits (twice as many values as floats).
+fn flat_bits_mut(l: &mut [Line]) -> &mut [u16] {
+    // SAFETY: as in `flat`; any bit pattern is a valid u16, and u16's alignment divides 64.
+    unsafe { std::slice::from_raw_parts_mut(l.as_mut_ptr().cast(), l.len() * 32) }
+}
+
+fn flat_mut(l: &mut [Line]) -> &mut [f32] {
+    // SAFETY: as in `flat`; the borrow is unique.
+    unsafe { std::slice::from_raw_parts_mut(l.as_mut_ptr().cast(), l.len() * 16) }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{f16_bits as bits, reduce16, softmax_step, Rows, Scores, DOT_STEP};
+    use super::{
+        f16_bits as bits, flat, flat_bits_mut, flat_mut, lines, softmax_step, Rows, Scores,
+        DOT_STEP,
+    };
     use std::arch::x86_64::*;
 
     /// Sixteen f16 at `p` widened to f32.
@@ -260,9 +292,32 @@ mod x86 {
         unsafe { _mm256_storeu_si256(d.as_mut_ptr().cast(), h) }
     }
 
+    /// Sixteen f32 at the start of `s`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn load16f(s: &[f32]) -> __m512 {
+        assert!(s.len() >= 16);
+        // SAFETY: 16 readable floats (checked above); unaligned load.
+        unsafe { _mm512_loadu_ps(s.as_ptr()) }
+    }
+
+    /// Widens the f16 `src` into `dst` (the same length).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn widen(src: &[u16], dst: &mut [f32]) {
+        for (s, d) in src.chunks_exact(16).zip(dst.chunks_exact_mut(16)) {
+            // SAFETY: `d` holds 16 floats; unaligned store.
+            unsafe { _mm512_storeu_ps(d.as_mut_ptr(), load16(s)) };
+        }
+    }
+
     /// # Safety
     /// The CPU must support AVX-512F, F16C and FMA; `hd` is a multiple of 64 and divides
     /// `q.len()`, which `out.len()` equals.
+    ///
+    /// The query is rounded to f16 and widened back once, and each key and value row is widened
+    /// once per position for all heads: widening is exact, so every product is the one ggml
+    /// forms from the f16 values.
     #[target_feature(enable = "avx512f,f16c,fma")]
     pub(super) unsafe fn attend(
         scores: Scores,
@@ -274,16 +329,30 @@ mod x86 {
         let n = q.len() / hd;
         let mut q16 = vec![0u16; q.len()];
         for (src, dst) in q.chunks_exact(16).zip(q16.chunks_exact_mut(16)) {
-            // SAFETY: `src` holds 16 floats; unaligned load.
-            store16(dst, unsafe { _mm512_loadu_ps(src.as_ptr()) });
+            store16(dst, load16f(src));
         }
-        let mut acc = vec![0u16; q.len()];
+        let mut qr = lines(q.len());
+        widen(&q16, flat_mut(&mut qr));
+        let qr = flat(&qr);
+        let (mut kl, mut vl) = (lines(hd), lines(hd));
+        let (k, v) = (flat_mut(&mut kl), flat_mut(&mut vl));
+        let mut acc_lines = lines(q.len().div_ceil(32) * 16);
+        let acc = &mut flat_bits_mut(&mut acc_lines)[..q.len()];
         let mut state = vec![(f32::NEG_INFINITY, 0f32); n];
         let mut weight = vec![0f32; n];
         for p in rows.first..=rows.last {
-            let k = bits(&rows.keys[(rows.row)(rows.keys, p)]);
+            let k_row = bits(&rows.keys[(rows.row)(rows.keys, p)]);
+            // One head reads the f16 row directly; several share it widened once.
+            if n > 1 {
+                widen(k_row, k);
+            }
             for (h, ((max, sum), w)) in state.iter_mut().zip(&mut weight).enumerate() {
-                let s = scores.apply(dot(&q16[h * hd..][..hd], k));
+                let qh = &qr[h * hd..][..hd];
+                let s = scores.apply(if n > 1 {
+                    dot(qh, k)
+                } else {
+                    dot_half(qh, k_row)
+                });
                 let (ms, vs) = softmax_step(s, max, sum);
                 if ms != 1.0 {
                     let m = _mm512_set1_ps(ms);
@@ -293,10 +362,18 @@ mod x86 {
                 }
                 *w = vs;
             }
-            let v = bits(&rows.values[(rows.row)(rows.values, p)]);
-            for (acc, &vs) in acc.chunks_exact_mut(hd).zip(&weight) {
-                let w = _mm512_set1_ps(vs);
-                for (a, x) in acc.chunks_exact_mut(16).zip(v.chunks_exact(16)) {
+            let v_row = bits(&rows.values[(rows.row)(rows.values, p)]);
+            if n > 1 {
+                widen(v_row, v);
+                for (acc, &vs) in acc.chunks_exact_mut(hd).zip(&weight) {
+                    let w = _mm512_set1_ps(vs);
+                    for (a, x) in acc.chunks_exact_mut(16).zip(v.chunks_exact(16)) {
+                        store16(a, _mm512_fmadd_ps(load16f(x), w, load16(a)));
+                    }
+                }
+            } else {
+                let w = _mm512_set1_ps(weight[0]);
+                for (a, x) in acc.chunks_exact_mut(16).zip(v_row.chunks_exact(16)) {
                     store16(a, _mm512_fmadd_ps(load16(x), w, load16(a)));
                 }
             }
@@ -314,20 +391,52 @@ mod x86 {
         }
     }
 
+    /// ggml's f16 dot on AVX-512 over f16 values already widened (`q`, `k`).
     #[target_feature(enable = "avx512f,f16c,fma")]
-    fn dot(q16: &[u16], k: &[u16]) -> f32 {
+    fn dot(q: &[f32], k: &[f32]) -> f32 {
         let mut acc = [_mm512_setzero_ps(); 4];
-        for (qc, kc) in q16.chunks_exact(DOT_STEP).zip(k.chunks_exact(DOT_STEP)) {
+        for (qc, kc) in q.chunks_exact(DOT_STEP).zip(k.chunks_exact(DOT_STEP)) {
             for (j, a) in acc.iter_mut().enumerate() {
                 let o = 16 * j;
-                *a = _mm512_fmadd_ps(load16(&kc[o..]), load16(&qc[o..]), *a);
+                *a = _mm512_fmadd_ps(load16f(&kc[o..]), load16f(&qc[o..]), *a);
             }
         }
+        finish_dot(acc)
+    }
+
+    /// [`dot`] reading the key row as f16.
+    #[target_feature(enable = "avx512f,f16c,fma")]
+    fn dot_half(q: &[f32], k: &[u16]) -> f32 {
+        let mut acc = [_mm512_setzero_ps(); 4];
+        for (qc, kc) in q.chunks_exact(DOT_STEP).zip(k.chunks_exact(DOT_STEP)) {
+            for (j, a) in acc.iter_mut().enumerate() {
+                let o = 16 * j;
+                *a = _mm512_fmadd_ps(load16(&kc[o..]), load16f(&qc[o..]), *a);
+            }
+        }
+        finish_dot(acc)
+    }
+
+    /// The dot's accumulators added per lane as `(a0 + a2) + (a1 + a3)`, then across lanes.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn finish_dot(acc: [__m512; 4]) -> f32 {
         let x = _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]));
-        let mut lanes = [0f32; 16];
-        // SAFETY: `lanes` holds 16 floats; unaligned store.
-        unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), x) };
-        reduce16(lanes)
+        reduce16_in_register(x)
+    }
+
+    /// [`reduce16`] of the lanes of `x` without a trip through memory: the upper half onto the
+    /// lower, the upper quarter onto the lower, then `(q0 + q2) + (q1 + q3)` (addition is
+    /// commutative, so the operand order inside each sum does not change the bits).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn reduce16_in_register(x: __m512) -> f32 {
+        let lo = _mm512_castps512_ps256(x);
+        let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(x)));
+        let h = _mm256_add_ps(hi, lo);
+        let q = _mm_add_ps(_mm256_extractf128_ps::<1>(h), _mm256_castps256_ps128(h));
+        let pairs = _mm_add_ps(q, _mm_movehl_ps(q, q));
+        _mm_cvtss_f32(_mm_add_ss(pairs, _mm_movehdup_ps(pairs)))
     }
 }
 
@@ -440,5 +549,65 @@ mod tests {
         assert!((s.apply(1000.0) - 2.0).abs() < 1e-6);
         assert!((s.apply(-1000.0) + 2.0).abs() < 1e-6);
         assert!((s.apply(0.5) - 2.0 * 0.25f32.tanh()).abs() < 1e-7);
+    }
+}
+/// Time per call of the one-token kernels for a GQA group at depth 1024, its heads together and
+/// one by one (by hand: `cargo test --release --lib attention_timing -- --ignored --nocapture`;
+/// no assertion, the numbers are for reading).
+#[cfg(test)]
+mod timing {
+    use super::*;
+
+    #[test]
+    #[ignore]
+    fn attention_timing() {
+        for (hd, nkv, group) in [(128usize, 2usize, 6usize), (64, 2, 7)] {
+            let n = 1024;
+            let kv = nkv * hd;
+            let keys: Vec<f16> = (0..n * kv)
+                .map(|i| f16::from_f32(((i * 7919) % 1000) as f32 / 1000.0 - 0.5))
+                .collect();
+            let values: Vec<f16> = (0..n * kv)
+                .map(|i| f16::from_f32(((i * 104729) % 1000) as f32 / 1000.0 - 0.5))
+                .collect();
+            let q: Vec<f32> = (0..group * hd)
+                .map(|i| ((i * 31) % 100) as f32 / 50.0 - 1.0)
+                .collect();
+            let shape = AttnShape {
+                n_head: nkv * group,
+                n_head_kv: nkv,
+                head_dim: hd,
+                scale: 0.1,
+                softcap: 0.0,
+            };
+            let mut out = vec![0f32; group * hd];
+            let t = std::time::Instant::now();
+            let iters = 300;
+            for _ in 0..iters {
+                attend_heads(&shape, &q, &keys, &values, 1, 0, n - 1, &mut out);
+            }
+            let grouped = t.elapsed().as_secs_f64() / iters as f64;
+            let t = std::time::Instant::now();
+            for _ in 0..iters {
+                for h in 0..group {
+                    attend_one_head(
+                        &shape,
+                        &q[h * hd..][..hd],
+                        &keys,
+                        &values,
+                        1,
+                        0,
+                        n - 1,
+                        &mut out[h * hd..][..hd],
+                    );
+                }
+            }
+            let single = t.elapsed().as_secs_f64() / iters as f64;
+            eprintln!(
+                "hd {hd} group {group}: grouped {:.1} us, one by one {:.1} us",
+                grouped * 1e6,
+                single * 1e6
+            );
+        }
     }
 }
