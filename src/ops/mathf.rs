@@ -134,8 +134,10 @@ impl Fused for Hardware {
 /// the two low parts added with rounding to odd, then one rounding to nearest. Exact whenever
 /// nothing overflows or comes near the subnormals, which holds for every use here (arguments
 /// below 2^7 after reduction or before `exp`, polynomial terms above 2^-100).
+#[cfg_attr(target_arch = "aarch64", allow(dead_code))] // aarch64 always has the instruction
 struct Emulated;
 
+#[cfg_attr(target_arch = "aarch64", allow(dead_code))]
 impl Emulated {
     /// `(s, e)` with `s = a + b` rounded and `s + e = a + b` exactly.
     #[inline(always)]
