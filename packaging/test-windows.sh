@@ -5,7 +5,7 @@
 # its server answering `/health` and one chat completion with the same text
 # (packaging/compare-llamafiles.py); then an .exe whose weights lie beside it, and one made
 # from the Linux llamafile by the Windows engine's --upgrade-engine. Installs nothing; exit
-# status 2 says what is missing.
+# status 2 says what is missing (and means nothing else: any other failure is status 1).
 #
 # Wine runs in its own prefix, $WINEPREFIX (default ~/.cache/llamafile-rs/wine; the first start
 # creates it, which takes a while). Wine 8 lacks bcryptprimitives.dll, which Rust's standard
@@ -32,6 +32,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   exit 2
 fi
 
+# From here on a failing command fails the check (1), whatever its own status: .ci/run reads 2
+# as "a tool is missing" and skips.
+trap 'exit 1' ERR
+
 target_dir=${CARGO_TARGET_DIR:-target}
 cargo build --release --bin llamafile --bin zipalign
 cargo build --release --target "$target" --bin llamafile --bin zipalign
@@ -41,12 +45,20 @@ mkdir -p "$WINEPREFIX"
 shim="$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll"
 if [ ! -f "$shim" ]; then
   echo "test-windows: creating the wine prefix $WINEPREFIX" >&2
-  wineboot -i >/dev/null 2>&1 || true
+  wineboot -i </dev/null >/dev/null 2>&1 || true
+  # wineboot returns while the server that set the prefix up still runs: wait for it to finish.
+  wineserver -w
+  if [ ! -d "$(dirname "$shim")" ]; then
+    echo "test-windows: wineboot did not create the prefix $WINEPREFIX" >&2
+    exit 1
+  fi
   x86_64-w64-mingw32-gcc -shared -O2 -o "$shim.tmp" packaging/wine/bcryptprimitives.c -lbcrypt
   mv "$shim.tmp" "$shim"
 fi
 
-# One wine server for all the runs below (each run would otherwise start and stop its own).
+# One wine server for all the runs below (each run would otherwise start and stop its own);
+# `-p` refuses while another server of this prefix runs, so wait for any to exit first.
+wineserver -w
 wineserver -p
 wineboot -i </dev/null >/dev/null 2>&1   # wine's services, started apart from our output
 work=$(mktemp -d)
@@ -58,7 +70,7 @@ linux="$work/smollm2-linux-x86_64.llamafile"
 exe="$work/smollm2-windows-x86_64.exe"
 
 status=0
-python3 packaging/compare-llamafiles.py --label "windows .exe under wine" \
+python3 packaging/compare-llamafiles.py --label "windows .exe under wine" --exact \
   --reference "$linux" --candidate "wine $exe" --tokenize --server || status=1
 
 # A model too large for a Windows executable: forced here with a small one. The .exe holds

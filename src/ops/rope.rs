@@ -8,6 +8,8 @@
 
 use std::sync::Arc;
 
+use super::mathf;
+
 /// How the rotated dimensions are paired.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RopeStyle {
@@ -104,7 +106,7 @@ impl Rope {
                     None => interp,
                 };
                 theta *= theta_scale;
-                (t.cos() * m, t.sin() * m)
+                (mathf::cosf(t) * m, mathf::sinf(t) * m)
             })
             .collect()
     }

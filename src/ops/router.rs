@@ -6,6 +6,7 @@
 //! as weights, optionally divided by their sum, optionally scaled.
 
 use crate::ops::expf::expf_ggml;
+use crate::ops::mathf;
 
 /// Lanes of ggml's AVX2 softmax loop; the rest use the scalar `expf`.
 const LANES: usize = 8;
@@ -31,7 +32,7 @@ pub fn softmax(logits: &[f32], probs: &mut [f32]) {
         sum += (a + b) as f64;
     }
     for (o, &v) in probs[full..].iter_mut().zip(&logits[full..]) {
-        *o = (v - max).exp();
+        *o = mathf::expf(v - max);
         sum += *o as f64;
     }
     let scale = (1.0 / sum) as f32;
@@ -101,7 +102,7 @@ impl Router<'_> {
 
 /// ggml's scalar sigmoid, `1 / (1 + expf(-x))`.
 fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
+    1.0 / (1.0 + mathf::expf(-x))
 }
 
 /// Sets the scores of every expert outside the `g.n_used` best groups to -inf; a group's score
@@ -162,7 +163,7 @@ pub fn route(probs: &[f32], k: usize, normalise: bool) -> Route {
 /// ggml's scalar sigmoid of a shared-expert gate as llama.cpp builds it for Qwen2-MoE:
 /// `silu(x) / x`, with `silu(x) = x / (1 + expf(-x))`.
 pub fn shared_gate(x: f32) -> f32 {
-    (x / (1.0 + (-x).exp())) / x
+    (x / (1.0 + mathf::expf(-x))) / x
 }
 
 #[cfg(test)]

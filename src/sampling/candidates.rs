@@ -108,7 +108,11 @@ impl Candidates {
             let n = self.len().max(1) as f32;
             return vec![1.0 / n; self.len()];
         }
-        let exps: Vec<f32> = self.items.iter().map(|c| (c.logit - max).exp()).collect();
+        let exps: Vec<f32> = self
+            .items
+            .iter()
+            .map(|c| crate::ops::mathf::expf(c.logit - max))
+            .collect();
         let sum: f32 = exps.iter().sum();
         exps.iter().map(|e| e / sum).collect()
     }

@@ -540,7 +540,7 @@ pub fn prob_json(tok: &Tokenizer, p: &StepLogprobs, post_sampling: bool) -> Valu
     let entry = |id: u32, logprob: f32| {
         let bytes = tok.token_to_piece(id, false);
         let value = if post_sampling {
-            logprob.exp()
+            crate::ops::mathf::expf(logprob)
         } else {
             logprob
         };

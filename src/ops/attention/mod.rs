@@ -16,6 +16,7 @@ pub mod tiled;
 mod x86_avx2;
 
 use crate::cpu::Isa;
+use crate::ops::mathf;
 use half::f16;
 
 /// The shape of one attention layer.
@@ -163,9 +164,9 @@ fn softmax_step(s: f32, max: &mut f32, sum: &mut f32) -> (f32, f32) {
     let (ms, vs) = if s > *max {
         let old = *max;
         *max = s;
-        ((old - s).exp(), 1.0)
+        (mathf::expf(old - s), 1.0)
     } else {
-        (1.0, (s - *max).exp())
+        (1.0, mathf::expf(s - *max))
     };
     // ggml's `S = S*ms + vs`, contracted to one fused multiply-add by its compiler.
     *sum = sum.mul_add(ms, vs);

@@ -11,6 +11,7 @@
 
 use super::{f16_bits, reduce16, AttnShape};
 use crate::cpu::Isa;
+use crate::ops::mathf;
 use crate::pool;
 use half::f16;
 
@@ -233,7 +234,7 @@ fn softmax_step(p: &mut [f32; TILE], st: &mut RowState, acc: &mut [f32], exp16: 
     }
     let new_max = st.max.max(tile_max);
     if new_max > st.max {
-        let ms = (st.max - new_max).exp();
+        let ms = mathf::expf(st.max - new_max);
         acc.iter_mut().for_each(|a| *a *= ms);
         st.sum *= ms;
     }
