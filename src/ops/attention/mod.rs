@@ -11,9 +11,13 @@
 //!   every fused multiply-add;
 //! - longer batches (prompt processing): [`tiled`], all in f32, in ggml's tiled order.
 
+#[cfg(target_arch = "x86_64")]
+mod one_token;
 pub mod tiled;
 #[cfg(target_arch = "x86_64")]
 mod x86_avx2;
+#[cfg(target_arch = "x86_64")]
+mod x86_avx512;
 
 use crate::cpu::Isa;
 use crate::ops::mathf;
@@ -136,7 +140,7 @@ fn attend_rows(isa: Isa, scores: Scores, q: &[f32], hd: usize, rows: &Rows, out:
     if hd.is_multiple_of(DOT_STEP) {
         match isa {
             // SAFETY: the caller guarantees the CPU supports `isa` (AVX-512F, F16C, FMA).
-            Isa::Avx512 => return unsafe { x86::attend(scores, q, hd, rows, out) },
+            Isa::Avx512 => return unsafe { x86_avx512::attend(scores, q, hd, rows, out) },
             // SAFETY: as above (AVX2, F16C, FMA).
             Isa::Avx2 => return unsafe { x86_avx2::attend(scores, q, hd, rows, out) },
             _ => {}
@@ -235,210 +239,6 @@ fn reduce16(x: [f32; 16]) -> f32 {
     let h: [f32; 8] = std::array::from_fn(|i| x[i + 8] + x[i]);
     let q: [f32; 4] = std::array::from_fn(|i| h[i + 4] + h[i]);
     (q[0] + q[2]) + (q[1] + q[3])
-}
-
-/// Sixteen floats on a cache line of their own: the SIMD kernels' widened rows live in these,
-/// so that a 16-lane store and the loads that read it back never straddle two lines (a
-/// straddling store is not forwarded to the load, which then waits for it to retire).
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Line([f32; 16]);
-
-/// Zeroed lines for `n` floats (`n` a multiple of 16), seen as one flat slice by [`flat`].
-fn lines(n: usize) -> Vec<Line> {
-    vec![Line([0.0; 16]); n / 16]
-}
-
-fn flat(l: &[Line]) -> &[f32] {
-    // SAFETY: `Line` is `repr(C)` around `[f32; 16]` with no padding (64 bytes, align 64), so
-    // the lines are contiguous floats.
-    unsafe { std::slice::from_raw_parts(l.as_ptr().cast(), l.len() * 16) }
-}
-
-/// The lines as f16 bits (twice as many values as floats).
-fn flat_bits_mut(l: &mut [Line]) -> &mut [u16] {
-    // SAFETY: as in `flat`; any bit pattern is a valid u16, and u16's alignment divides 64.
-    unsafe { std::slice::from_raw_parts_mut(l.as_mut_ptr().cast(), l.len() * 32) }
-}
-
-fn flat_mut(l: &mut [Line]) -> &mut [f32] {
-    // SAFETY: as in `flat`; the borrow is unique.
-    unsafe { std::slice::from_raw_parts_mut(l.as_mut_ptr().cast(), l.len() * 16) }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use super::{
-        f16_bits as bits, flat, flat_bits_mut, flat_mut, lines, softmax_step, Rows, Scores,
-        DOT_STEP,
-    };
-    use std::arch::x86_64::*;
-
-    /// Sixteen f16 at `p` widened to f32.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn load16(s: &[u16]) -> __m512 {
-        assert!(s.len() >= 16);
-        // SAFETY: 16 readable u16 (checked above); unaligned load.
-        _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(s.as_ptr().cast()) })
-    }
-
-    /// Stores sixteen f32 rounded to f16 (nearest even).
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn store16(d: &mut [u16], v: __m512) {
-        assert!(d.len() >= 16);
-        let h = _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
-        // SAFETY: 16 writable u16 (checked above); unaligned store.
-        unsafe { _mm256_storeu_si256(d.as_mut_ptr().cast(), h) }
-    }
-
-    /// Sixteen f32 at the start of `s`.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn load16f(s: &[f32]) -> __m512 {
-        assert!(s.len() >= 16);
-        // SAFETY: 16 readable floats (checked above); unaligned load.
-        unsafe { _mm512_loadu_ps(s.as_ptr()) }
-    }
-
-    /// Widens the f16 `src` into `dst` (the same length).
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn widen(src: &[u16], dst: &mut [f32]) {
-        for (s, d) in src.chunks_exact(16).zip(dst.chunks_exact_mut(16)) {
-            // SAFETY: `d` holds 16 floats; unaligned store.
-            unsafe { _mm512_storeu_ps(d.as_mut_ptr(), load16(s)) };
-        }
-    }
-
-    /// # Safety
-    /// The CPU must support AVX-512F, F16C and FMA; `hd` is a multiple of 64 and divides
-    /// `q.len()`, which `out.len()` equals.
-    ///
-    /// The query is rounded to f16 and widened back once, and each key and value row is widened
-    /// once per position for all heads: widening is exact, so every product is the one ggml
-    /// forms from the f16 values.
-    #[target_feature(enable = "avx512f,f16c,fma")]
-    pub(super) unsafe fn attend(
-        scores: Scores,
-        q: &[f32],
-        hd: usize,
-        rows: &Rows,
-        out: &mut [f32],
-    ) {
-        let n = q.len() / hd;
-        let mut q16 = vec![0u16; q.len()];
-        for (src, dst) in q.chunks_exact(16).zip(q16.chunks_exact_mut(16)) {
-            store16(dst, load16f(src));
-        }
-        let mut qr = lines(q.len());
-        widen(&q16, flat_mut(&mut qr));
-        let qr = flat(&qr);
-        let (mut kl, mut vl) = (lines(hd), lines(hd));
-        let (k, v) = (flat_mut(&mut kl), flat_mut(&mut vl));
-        let mut acc_lines = lines(q.len().div_ceil(32) * 16);
-        let acc = &mut flat_bits_mut(&mut acc_lines)[..q.len()];
-        let mut state = vec![(f32::NEG_INFINITY, 0f32); n];
-        let mut weight = vec![0f32; n];
-        for p in rows.first..=rows.last {
-            let k_row = bits(&rows.keys[(rows.row)(rows.keys, p)]);
-            // One head reads the f16 row directly; several share it widened once.
-            if n > 1 {
-                widen(k_row, k);
-            }
-            for (h, ((max, sum), w)) in state.iter_mut().zip(&mut weight).enumerate() {
-                let qh = &qr[h * hd..][..hd];
-                let s = scores.apply(if n > 1 {
-                    dot(qh, k)
-                } else {
-                    dot_half(qh, k_row)
-                });
-                let (ms, vs) = softmax_step(s, max, sum);
-                if ms != 1.0 {
-                    let m = _mm512_set1_ps(ms);
-                    for a in acc[h * hd..][..hd].chunks_exact_mut(16) {
-                        store16(a, _mm512_mul_ps(load16(a), m));
-                    }
-                }
-                *w = vs;
-            }
-            let v_row = bits(&rows.values[(rows.row)(rows.values, p)]);
-            if n > 1 {
-                widen(v_row, v);
-                for (acc, &vs) in acc.chunks_exact_mut(hd).zip(&weight) {
-                    let w = _mm512_set1_ps(vs);
-                    for (a, x) in acc.chunks_exact_mut(16).zip(v.chunks_exact(16)) {
-                        store16(a, _mm512_fmadd_ps(load16f(x), w, load16(a)));
-                    }
-                }
-            } else {
-                let w = _mm512_set1_ps(weight[0]);
-                for (a, x) in acc.chunks_exact_mut(16).zip(v_row.chunks_exact(16)) {
-                    store16(a, _mm512_fmadd_ps(load16(x), w, load16(a)));
-                }
-            }
-        }
-        for ((out, acc), (_, sum)) in out
-            .chunks_exact_mut(hd)
-            .zip(acc.chunks_exact(hd))
-            .zip(&state)
-        {
-            let inv = _mm512_set1_ps(if *sum == 0.0 { 0.0 } else { 1.0 / sum });
-            for (o, a) in out.chunks_exact_mut(16).zip(acc.chunks_exact(16)) {
-                // SAFETY: `o` holds 16 floats; unaligned store.
-                unsafe { _mm512_storeu_ps(o.as_mut_ptr(), _mm512_mul_ps(load16(a), inv)) };
-            }
-        }
-    }
-
-    /// ggml's f16 dot on AVX-512 over f16 values already widened (`q`, `k`).
-    #[target_feature(enable = "avx512f,f16c,fma")]
-    fn dot(q: &[f32], k: &[f32]) -> f32 {
-        let mut acc = [_mm512_setzero_ps(); 4];
-        for (qc, kc) in q.chunks_exact(DOT_STEP).zip(k.chunks_exact(DOT_STEP)) {
-            for (j, a) in acc.iter_mut().enumerate() {
-                let o = 16 * j;
-                *a = _mm512_fmadd_ps(load16f(&kc[o..]), load16f(&qc[o..]), *a);
-            }
-        }
-        finish_dot(acc)
-    }
-
-    /// [`dot`] reading the key row as f16.
-    #[target_feature(enable = "avx512f,f16c,fma")]
-    fn dot_half(q: &[f32], k: &[u16]) -> f32 {
-        let mut acc = [_mm512_setzero_ps(); 4];
-        for (qc, kc) in q.chunks_exact(DOT_STEP).zip(k.chunks_exact(DOT_STEP)) {
-            for (j, a) in acc.iter_mut().enumerate() {
-                let o = 16 * j;
-                *a = _mm512_fmadd_ps(load16(&kc[o..]), load16f(&qc[o..]), *a);
-            }
-        }
-        finish_dot(acc)
-    }
-
-    /// The dot's accumulators added per lane as `(a0 + a2) + (a1 + a3)`, then across lanes.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn finish_dot(acc: [__m512; 4]) -> f32 {
-        let x = _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]));
-        reduce16_in_register(x)
-    }
-
-    /// [`reduce16`] of the lanes of `x` without a trip through memory: the upper half onto the
-    /// lower, the upper quarter onto the lower, then `(q0 + q2) + (q1 + q3)` (addition is
-    /// commutative, so the operand order inside each sum does not change the bits).
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn reduce16_in_register(x: __m512) -> f32 {
-        let lo = _mm512_castps512_ps256(x);
-        let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(x)));
-        let h = _mm256_add_ps(hi, lo);
-        let q = _mm_add_ps(_mm256_extractf128_ps::<1>(h), _mm256_castps256_ps128(h));
-        let pairs = _mm_add_ps(q, _mm_movehl_ps(q, q));
-        _mm_cvtss_f32(_mm_add_ss(pairs, _mm_movehdup_ps(pairs)))
-    }
 }
 
 #[cfg(test)]
