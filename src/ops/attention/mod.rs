@@ -74,27 +74,10 @@ impl Scores {
 /// Elements one step of ggml's f16 dot product covers (4 accumulators × 16 lanes).
 const DOT_STEP: usize = 64;
 
-/// Attention output for one query head.
-///
-/// `q`: the head's query (`head_dim`); `keys`/`values`: the sequence's cache rows, each
-/// `n_head_kv * head_dim` long, for positions `first..=last`; `kv_head` picks the shared head.
-#[allow(clippy::too_many_arguments)]
-pub fn attend_one_head(
-    shape: &AttnShape,
-    q: &[f32],
-    keys: &[f16],
-    values: &[f16],
-    kv_head: usize,
-    first: usize,
-    last: usize,
-    out: &mut [f32],
-) {
-    attend_heads(shape, q, keys, values, kv_head, first, last, out);
-}
-
 /// Attention output for adjacent query heads that share the KV head `kv_head` (a grouped-query
-/// group or part of one): `q` and `out` hold `head_dim` values per head. Each head's result has
-/// the bits [`attend_one_head`] gives it; the SIMD kernels interleave the heads position by
+/// group or part of one): `q` and `out` hold `head_dim` values per head; `keys`/`values` are
+/// the sequence's cache rows, each `n_head_kv * head_dim` long, for positions `first..=last`.
+/// Each head's result has the bits it has when computed alone; the SIMD kernels interleave the heads position by
 /// position, so each key and value row is read once for all of them and the heads' dependency
 /// chains (the f16 accumulator, the softmax) overlap.
 #[allow(clippy::too_many_arguments)]
@@ -261,7 +244,7 @@ mod tests {
             softcap: 0.0,
         };
         let mut out = vec![0.0; hd];
-        attend_one_head(&shape, q, keys, values, 0, first, last, &mut out);
+        attend_heads(&shape, q, keys, values, 0, first, last, &mut out);
         out
     }
 
@@ -391,7 +374,7 @@ mod timing {
             let t = std::time::Instant::now();
             for _ in 0..iters {
                 for h in 0..group {
-                    attend_one_head(
+                    attend_heads(
                         &shape,
                         &q[h * hd..][..hd],
                         &keys,

@@ -25,10 +25,31 @@ pub(super) trait Lanes: Copy {
     unsafe fn mul(a: Self, b: Self) -> Self;
     /// `a * b + c`, fused.
     unsafe fn fma(a: Self, b: Self, c: Self) -> Self;
-    /// ggml's AVX-512 f16 dot of `q` (widened f16 values) and `k` (widened), in its float order.
-    unsafe fn dot(q: &[f32], k: &[f32]) -> f32;
-    /// [`Lanes::dot`] reading `k` as f16.
-    unsafe fn dot_half(q: &[f32], k: &[u16]) -> f32;
+    /// ggml's AVX-512 f16 dot of `q` (widened f16 values) and the key row `k`, in its float
+    /// order.
+    unsafe fn dot<K: KeyRow + ?Sized>(q: &[f32], k: &K) -> f32;
+}
+
+/// A key row as the dot reads it: widened already, or f16.
+pub(super) trait KeyRow {
+    /// The `L::N` values from `at` as floats.
+    unsafe fn vector<L: Lanes>(&self, at: usize) -> L;
+}
+
+impl KeyRow for [f32] {
+    #[inline(always)]
+    unsafe fn vector<L: Lanes>(&self, at: usize) -> L {
+        // SAFETY: the caller has `L`'s features.
+        unsafe { L::load(&self[at..]) }
+    }
+}
+
+impl KeyRow for [u16] {
+    #[inline(always)]
+    unsafe fn vector<L: Lanes>(&self, at: usize) -> L {
+        // SAFETY: the caller has `L`'s features.
+        unsafe { L::widen(&self[at..]) }
+    }
 }
 
 /// The heads in `q` (`hd` values each) over `rows`, into `out`.
@@ -68,7 +89,7 @@ pub(super) unsafe fn attend<L: Lanes>(
             let s = scores.apply(if n > 1 {
                 L::dot(qh, k)
             } else {
-                L::dot_half(qh, k_row)
+                L::dot(qh, k_row)
             });
             let (ms, vs) = softmax_step(s, max, sum);
             if ms != 1.0 {

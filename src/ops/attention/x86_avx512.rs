@@ -1,7 +1,7 @@
 //! The one-token attention kernel on AVX-512 (+F16C, FMA): [`one_token`](super::one_token)'s
 //! structure over 16-lane vectors, ggml's own width for this kernel.
 
-use super::one_token::{self, Lanes};
+use super::one_token::{self, KeyRow, Lanes};
 use super::{Rows, Scores, DOT_STEP};
 use std::arch::x86_64::*;
 
@@ -63,24 +63,12 @@ impl Lanes for __m512 {
     }
 
     #[inline(always)]
-    unsafe fn dot(q: &[f32], k: &[f32]) -> f32 {
+    unsafe fn dot<K: KeyRow + ?Sized>(q: &[f32], k: &K) -> f32 {
         let mut acc = [unsafe { _mm512_setzero_ps() }; 4];
-        for (qc, kc) in q.chunks_exact(DOT_STEP).zip(k.chunks_exact(DOT_STEP)) {
+        for (i, qc) in q.chunks_exact(DOT_STEP).enumerate() {
             for (j, a) in acc.iter_mut().enumerate() {
                 let o = 16 * j;
-                *a = unsafe { Self::fma(Self::load(&kc[o..]), Self::load(&qc[o..]), *a) };
-            }
-        }
-        unsafe { finish_dot(acc) }
-    }
-
-    #[inline(always)]
-    unsafe fn dot_half(q: &[f32], k: &[u16]) -> f32 {
-        let mut acc = [unsafe { _mm512_setzero_ps() }; 4];
-        for (qc, kc) in q.chunks_exact(DOT_STEP).zip(k.chunks_exact(DOT_STEP)) {
-            for (j, a) in acc.iter_mut().enumerate() {
-                let o = 16 * j;
-                *a = unsafe { Self::fma(Self::widen(&kc[o..]), Self::load(&qc[o..]), *a) };
+                *a = unsafe { Self::fma(k.vector(i * DOT_STEP + o), Self::load(&qc[o..]), *a) };
             }
         }
         unsafe { finish_dot(acc) }
