@@ -75,9 +75,9 @@ printf 'an executable' >"$seeds/exe"
 "$zipalign_bin" -a 64 -j "$seeds/exe" "$seeds/pack/.args" "$seeds/pack/tiny.gguf" >/dev/null 2>&1 \
   || die "zipalign could not pack the ZIP seed"
 seed zip packed <"$seeds/exe"
-head -c 4096 README.md | seed tokenize_bpe readme
+head -c 1024 README.md | seed tokenize_bpe readme
 printf 'Hello <|im_start|>user\nwörld 12345 \xf0\x9f\x98\x80  \t\n' | seed tokenize_bpe mixed
-head -c 4096 README.md | seed tokenize_spm readme
+head -c 1024 README.md | seed tokenize_spm readme
 printf '<bos><start_of_turn>user\nHi ▁there 12 </s>' | seed tokenize_spm special
 for g in tests/data/grammars/*.gbnf; do
   { cat "$g"; printf '\xff{"a": [1, 2]}'; } | seed gbnf "$(basename "$g")"
