@@ -38,7 +38,8 @@ bin_dir=fuzz/target/x86_64-unknown-linux-gnu/release
 
 # Seeds: small valid inputs of each kind, so the fuzzer starts from the interesting shapes.
 seeds=$(mktemp -d)
-trap 'rm -rf "$seeds"' EXIT
+# (the zip target writes each input to /dev/shm/llamafile-fuzz-zip-PID)
+trap 'rm -rf "$seeds"; rm -f /dev/shm/llamafile-fuzz-zip-*' EXIT
 seed() { # TARGET NAME: stdin becomes a seed of TARGET
   mkdir -p "$seeds/$1"
   cat >"$seeds/$1/$2"
@@ -74,9 +75,9 @@ printf 'an executable' >"$seeds/exe"
 "$zipalign_bin" -a 64 -j "$seeds/exe" "$seeds/pack/.args" "$seeds/pack/tiny.gguf" >/dev/null 2>&1 \
   || die "zipalign could not pack the ZIP seed"
 seed zip packed <"$seeds/exe"
-head -c 4096 README.md | seed tokenize_bpe readme
+head -c 1024 README.md | seed tokenize_bpe readme
 printf 'Hello <|im_start|>user\nwörld 12345 \xf0\x9f\x98\x80  \t\n' | seed tokenize_bpe mixed
-head -c 4096 README.md | seed tokenize_spm readme
+head -c 1024 README.md | seed tokenize_spm readme
 printf '<bos><start_of_turn>user\nHi ▁there 12 </s>' | seed tokenize_spm special
 for g in tests/data/grammars/*.gbnf; do
   { cat "$g"; printf '\xff{"a": [1, 2]}'; } | seed gbnf "$(basename "$g")"
@@ -108,6 +109,22 @@ jr 5 tokenize '{"content": "Hello <|im_start|> world", "add_special": true, "par
 jr 6 detokenize '{"tokens": [1, 2, 3, 400]}'
 jr 7 apply-template '{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]}'
 jr 8 props '{"n_ctx": 4}'
+jr 9 slot-save '{"filename": "slot0.bin"}'
+jr 10 slot-restore '{"filename": "slot0.bin"}'
+jr 11 slot-erase ''
+# The slot actions save into $LLAMAFILE_FUZZ_SLOT_DIR/slots, and the target checks that nothing
+# appears anywhere else in $LLAMAFILE_FUZZ_SLOT_DIR.
+export LLAMAFILE_FUZZ_SLOT_DIR="$seeds/slot-sandbox"
+
+# The longest input per target. A tokenizer's work grows with the input, and every branch of it
+# is reached within 1 KB (the longest special or merged token is a few dozen bytes): longer
+# inputs only slow it down (libFuzzer grows inputs towards this length over a run).
+max_len() {
+  case $1 in
+    tokenize_bpe | tokenize_spm) echo 1024 ;;
+    *) echo 4096 ;;
+  esac
+}
 
 run_target() { # TARGET: runs it, prints its summary line
   local t=$1 corpus=fuzz/corpus/$1 artifacts=fuzz/artifacts/$1 log=fuzz/artifacts/$1.log
@@ -115,7 +132,7 @@ run_target() { # TARGET: runs it, prints its summary line
   [ -d "$seeds/$t" ] && cp -n "$seeds/$t"/* "$corpus"/ 2>/dev/null || true
   local status=0
   "$bin_dir/$t" "$corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-    -max_len=4096 -artifact_prefix="$artifacts/" -print_final_stats=1 >"$log" 2>&1 || status=$?
+    -max_len="$(max_len "$t")" -artifact_prefix="$artifacts/" -print_final_stats=1 >"$log" 2>&1 || status=$?
   local runs
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
   local found

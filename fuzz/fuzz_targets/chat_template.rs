@@ -1,6 +1,8 @@
 //! Chat templates with hostile content. The input's first 0xFF-separated part is a template
 //! source (a downloaded GGUF's template is untrusted), the rest are message contents with
-//! alternating roles, rendered by that template and by every built-in format.
+//! alternating roles, rendered by that template and by one built-in format, chosen by the
+//! input's length (rendering all nine took most of each input's time; over a run, each is
+//! given a ninth of the inputs).
 
 #![no_main]
 
@@ -33,7 +35,5 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(t) = ChatTemplate::new(source, "<s>", "</s>") {
         let _ = t.render(&messages, true);
     }
-    for t in BUILTIN.iter() {
-        let _ = t.render(&messages, true);
-    }
+    let _ = BUILTIN[data.len() % BUILTIN.len()].render(&messages, true);
 });

@@ -13,6 +13,8 @@ use crate::platform::write_all_at;
 
 /// Temporary names tried before giving up.
 const MAX_ATTEMPTS: u32 = 100;
+/// The longest file name most file systems take (bytes).
+const NAME_MAX: usize = 255;
 /// Blocks of this size that are all zero are skipped (read back as zeros from the hole).
 const HOLE_BLOCK: usize = 64 * 1024;
 
@@ -43,7 +45,14 @@ impl Output {
                 0 => String::new(),
                 n => format!("-{n}"),
             };
-            let temp = dir.join(format!(".{base}.{tag}-{pid}{suffix}.tmp"));
+            // The target's name may take all of NAME_MAX: the temporary one keeps as much of it
+            // as fits (a collision with another long name only takes the next attempt).
+            let tail = format!(".{tag}-{pid}{suffix}.tmp");
+            let mut keep = base.len().min(NAME_MAX.saturating_sub(1 + tail.len()));
+            while !base.is_char_boundary(keep) {
+                keep -= 1;
+            }
+            let temp = dir.join(format!(".{}{tail}", &base[..keep]));
             match private_file_options().open(&temp) {
                 Ok(file) => break (file, temp),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < MAX_ATTEMPTS => {
@@ -171,4 +180,31 @@ fn is_zero(block: &[u8]) -> bool {
     block
         .chunks(256)
         .all(|piece| piece.iter().fold(0u8, |acc, &b| acc | b) == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by fuzz/fuzz_targets/json_request.rs: a slot file name of 253 bytes (llama-server
+    /// allows 255) was refused by the file system with "File name too long", since the
+    /// temporary file's name added its tag and pid to it; the request was answered 500.
+    #[test]
+    fn a_target_name_of_the_longest_length_can_be_written() {
+        let dir = std::env::temp_dir().join(format!("llamafile-output-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        for len in [NAME_MAX, NAME_MAX - 2] {
+            // a multi-byte character where the temporary name is cut
+            let name = format!("{}é{}", "x".repeat(200), "y".repeat(len - 202));
+            assert_eq!(name.len(), len);
+            let target = dir.join(&name);
+            let mut out = Output::create_tagged(&target, "slot").unwrap();
+            out.write(b"data").unwrap();
+            out.commit(None).unwrap();
+            assert_eq!(fs::read(&target).unwrap(), b"data");
+        }
+        let left: Vec<_> = fs::read_dir(&dir).unwrap().collect();
+        assert_eq!(left.len(), 2, "only the two targets remain");
+        fs::remove_dir_all(&dir).unwrap();
+    }
 }

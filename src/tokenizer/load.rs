@@ -10,6 +10,7 @@ use super::detok::{render_piece, Spelling};
 use super::error::TokenizerError;
 use super::pretokenize::PreConfig;
 use super::spec::{SpecialIds, VocabSpec};
+use super::special::Specials;
 use super::vocab::{attr, Token, Vocab};
 use super::{Model, Tokenizer};
 
@@ -182,6 +183,7 @@ pub fn build(mut spec: VocabSpec) -> Result<Tokenizer, TokenizerError> {
         .filter(|&id| vocab.has_attr(id, attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN))
         .collect();
     specials.sort_by_key(|&id| std::cmp::Reverse(vocab.token(id).map_or(0, |t| t.text.len())));
+    let specials = Specials::new(&vocab, specials);
 
     let spelling = if model.is_some() {
         Spelling::ByteLevel
@@ -209,7 +211,7 @@ pub fn build(mut spec: VocabSpec) -> Result<Tokenizer, TokenizerError> {
         add_space_prefix,
         clean_spaces,
         eog,
-        specials,
+        specials: specials.into(),
         pieces: pieces.into(),
     })
 }

@@ -41,7 +41,7 @@ pub use pretokenize::PreTokenizer;
 pub use spec::{SpecialIds, VocabSpec};
 
 use bpe::Bpe;
-use special::Fragment;
+use special::{Fragment, Specials};
 use vocab::{attr, Vocab};
 
 use crate::gguf::GgufFile;
@@ -69,7 +69,7 @@ pub struct Tokenizer {
     /// End-of-generation ids, sorted.
     eog: Vec<u32>,
     /// Control, user-defined and unknown tokens, longest text first.
-    specials: Vec<u32>,
+    specials: std::sync::Arc<Specials>,
     /// Each token's piece as rendered with specials shown.
     pieces: std::sync::Arc<[Box<[u8]>]>,
 }

@@ -20,6 +20,11 @@ pub const DEAD: u32 = 0;
 const UNKNOWN: u32 = u32::MAX;
 /// Interned sets beyond which the caches are rebuilt from the current state.
 const MAX_SETS: usize = 1 << 14;
+/// The most stacks one state may have. A real grammar keeps a few dozen alive; one that is
+/// ambiguous enough (a value allowed inside every string character, say) can multiply them at
+/// every byte, millions within a hundred bytes and seconds per byte: past this bound the byte is
+/// refused as if the grammar had no way to continue, which ends a generation there.
+const MAX_STACKS: usize = 1 << 12;
 
 /// The state of one generation under a grammar.
 #[derive(Clone)]
@@ -156,6 +161,10 @@ impl Matcher {
             if let Elem::Bytes(bs) = self.g.elems[pos as usize] {
                 if bs.contains(b) {
                     self.expand(pos + 1, parent, &mut out, &mut seen);
+                    if out.len() > MAX_STACKS {
+                        self.trans[set as usize][b as usize] = DEAD;
+                        return DEAD;
+                    }
                 }
             }
         }
@@ -269,6 +278,30 @@ mod tests {
         assert_eq!(accepts_all(g, "aab"), (true, true));
         assert_eq!(accepts_all(g, "b"), (true, true));
         assert!(!accepts_all(g, "ac").0);
+    }
+
+    /// Found by fuzz/fuzz_targets/gbnf.rs: JSON's grammar with a `value` allowed after every
+    /// string character. The stacks multiplied at nearly every byte (3 million after 110 bytes,
+    /// seconds per byte and rising); now a state never holds more than `MAX_STACKS`, and the
+    /// text is refused where the bound is reached.
+    #[test]
+    fn an_ambiguous_grammar_cannot_multiply_stacks_without_bound() {
+        let input = include_bytes!("../../../tests/data/fuzz/gbnf-stack-explosion");
+        let at = input.iter().position(|&b| b == 0xFF).unwrap();
+        let g = Grammar::parse(&String::from_utf8_lossy(&input[..at])).unwrap();
+        let mut m = Matcher::new(Arc::new(g));
+        let text = &input[at + 1..];
+        let mut s = m.current();
+        let mut refused_at = None;
+        for (i, &b) in text.iter().enumerate() {
+            s = m.step(s, b);
+            assert!(m.sets[s as usize].len() <= MAX_STACKS);
+            if s == DEAD {
+                refused_at = Some(i);
+                break;
+            }
+        }
+        assert!(refused_at.is_some_and(|i| i < 110), "{refused_at:?}");
     }
 
     #[test]

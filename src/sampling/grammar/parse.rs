@@ -43,6 +43,10 @@ pub fn error_at(text: &str, at: usize, problem: String) -> GrammarError {
 
 /// The largest repetition count accepted in `{m,n}` (each copy is laid out explicitly).
 const MAX_REPEAT: u32 = 4096;
+/// The most items repetitions may lay out in all (copies of a repeated item count once per
+/// copy): without it, a 4 KB literal repeated 4,096 times would take 16 million items and
+/// gigabytes from a grammar that fits in one request. JSON-schema grammars stay far below.
+const MAX_REPEATED_ITEMS: usize = 1 << 20;
 /// The deepest nesting of parentheses accepted.
 const MAX_NESTING: usize = 256;
 
@@ -52,6 +56,8 @@ struct Parser<'a> {
     pos: usize,
     /// Parentheses open around `pos`.
     depth: usize,
+    /// Items laid out by repetitions so far (bounded by [`MAX_REPEATED_ITEMS`]).
+    repeated: usize,
     b: Builder,
 }
 
@@ -67,6 +73,7 @@ impl Grammar {
             s: text.as_bytes(),
             pos: 0,
             depth: 0,
+            repeated: 0,
             b: Builder::default(),
         };
         p.space(true);
@@ -262,7 +269,7 @@ impl Parser<'_> {
                         _ => self.braces(rule)?,
                     };
                     let item: Vec<Item> = seq.drain(start..).collect();
-                    self.repeat(rule, &mut seq, item, min, max);
+                    self.repeat(rule, &mut seq, item, min, max)?;
                 }
                 c if is_word(c) => {
                     let at = self.pos;
@@ -331,7 +338,16 @@ impl Parser<'_> {
         item: Vec<Item>,
         min: u32,
         max: Option<u32>,
-    ) {
+    ) -> Result<(), GrammarError> {
+        let copies = max.unwrap_or(min + 1).max(min) as usize;
+        self.repeated = self
+            .repeated
+            .saturating_add(copies.saturating_mul(item.len().max(1)));
+        if self.repeated > MAX_REPEATED_ITEMS {
+            return Err(self.err(format!(
+                "repetitions expand to more than {MAX_REPEATED_ITEMS} items in rule '{rule}'"
+            )));
+        }
         for _ in 0..min {
             seq.extend(item.iter().cloned());
         }
@@ -358,6 +374,7 @@ impl Parser<'_> {
             }
             Some(_) => {}
         }
+        Ok(())
     }
 
     /// One character of a literal or class, with llama.cpp's escapes.
@@ -478,6 +495,11 @@ mod tests {
         assert!(err("# only a comment\n").contains("empty"));
         let deep = format!("root ::= {}\"a\"{}", "(".repeat(300), ")".repeat(300));
         assert!(err(&deep).contains("nested deeper than 256"));
+        // 4,096 copies of a 300-byte literal: 1.2 million items from 310 bytes.
+        let lit = "x".repeat(300);
+        let big = format!("root ::= \"a\" \"{lit}\"{{0,4096}}");
+        assert!(err(&big).contains("repetitions expand to more than 1048576 items"));
+        assert!(Grammar::parse(&format!("root ::= \"{lit}\"{{3000}}")).is_ok());
     }
 
     #[test]
