@@ -18,9 +18,10 @@
 //! every hundred million: measured, see `tests`). The constants (polynomial coefficients, the table, the
 //! bits of 4/π) are the facts that bit-compatibility needs.
 //!
-//! On x86-64 the functions run a copy compiled with FMA when the CPU has it, and on aarch64
-//! (which always has it) the instruction. Elsewhere, and on x86-64 CPUs without FMA, each fused
-//! step is emulated exactly ([`Emulated`]): not the C library's `fma`, since mingw's rounds
+//! On x86-64 the functions run a copy compiled with FMA when the CPU variant `crate::cpu` chose
+//! has it (so `LLAMAFILE_CPU=scalar` takes the portable copy, with the same bits), and on
+//! aarch64 (which always has it) the instruction. Elsewhere, and on x86-64 variants without
+//! FMA, each fused step is emulated exactly ([`Emulated`]): not the C library's `fma`, since mingw's rounds
 //! some results wrongly in the last bit. `tests` compares every input of the ranges the engine
 //! uses, and a few million random bit patterns, with glibc itself on x86-64 Linux, and the
 //! emulated steps with the instruction.
@@ -199,8 +200,8 @@ fn abs_top12(x: f32) -> u32 {
 #[inline]
 pub fn sinf(x: f32) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has FMA, checked just above.
+    if fma_chosen() {
+        // SAFETY: the chosen variant's CPU has FMA.
         return unsafe { fma::sinf(x) };
     }
     sin_or_cos::<Portable>(x, Want::Sin)
@@ -210,8 +211,8 @@ pub fn sinf(x: f32) -> f32 {
 #[inline]
 pub fn cosf(x: f32) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has FMA, checked just above.
+    if fma_chosen() {
+        // SAFETY: the chosen variant's CPU has FMA.
         return unsafe { fma::cosf(x) };
     }
     sin_or_cos::<Portable>(x, Want::Cos)
@@ -221,11 +222,20 @@ pub fn cosf(x: f32) -> f32 {
 #[inline]
 pub fn expf(x: f32) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has FMA, checked just above.
+    if fma_chosen() {
+        // SAFETY: the chosen variant's CPU has FMA.
         return unsafe { fma::expf(x) };
     }
     exp::<Portable>(x)
+}
+
+/// Whether the FMA-compiled copy runs: the variant `crate::cpu` chose (once, honouring
+/// `LLAMAFILE_CPU`) has FMA. Both copies give the same bits; this only picks the faster one.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn fma_chosen() -> bool {
+    use crate::cpu::Isa;
+    matches!(crate::cpu::isa(), Isa::Avx2 | Isa::Avx512)
 }
 
 /// The same code compiled for FMA, so that each `Hardware` step is one instruction.
