@@ -58,6 +58,9 @@ impl SharedBytes {
         // mmap we rely on nobody truncating or rewriting the file while it is mapped; the
         // engine never writes to model files it has open.
         let map = unsafe { Mmap::map(&file) }.map_err(io_err)?;
+        // Only advice: where the kernel has no transparent huge pages the weights are read in
+        // small pages, as without it.
+        let _ = crate::platform::advise_huge_pages(&map);
         Ok(SharedBytes::from_mmap(map))
     }
 
@@ -130,5 +133,50 @@ impl fmt::Debug for SharedBytes {
             self.start,
             self.start + self.len
         )
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::SharedBytes;
+
+    /// The mapping of a model file carries the huge-page advice (`hg` among its `VmFlags` in
+    /// `/proc/self/smaps`), so the page cache reads the weights in 2 MiB folios.
+    #[test]
+    fn model_files_are_mapped_with_huge_page_advice() {
+        if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
+            eprintln!("skipped: this kernel has no transparent huge pages");
+            return;
+        }
+        let path = std::env::temp_dir().join(format!("llamafile-thp-{}", std::process::id()));
+        std::fs::write(&path, vec![7u8; 4 << 20]).unwrap();
+        let bytes = SharedBytes::map_file(&path).unwrap();
+        let start = bytes.as_slice().as_ptr() as usize;
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let mut in_ours = false;
+        let mut flags = None;
+        for line in smaps.lines() {
+            let range = line.split_whitespace().next().unwrap_or("");
+            if let Some((lo, hi)) = range.split_once('-') {
+                if let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+                {
+                    in_ours = (lo..hi).contains(&start);
+                    continue;
+                }
+            }
+            if in_ours {
+                if let Some(rest) = line.strip_prefix("VmFlags:") {
+                    flags = Some(
+                        rest.split_whitespace()
+                            .map(str::to_owned)
+                            .collect::<Vec<_>>(),
+                    );
+                }
+            }
+        }
+        let flags = flags.expect("the mapping is listed in /proc/self/smaps");
+        assert!(flags.iter().any(|f| f == "hg"), "VmFlags: {flags:?}");
     }
 }
