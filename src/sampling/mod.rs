@@ -286,6 +286,13 @@ impl Sampler {
         let mut masked = logits.to_vec();
         if !self.apply_grammar(&mut masked) {
             // Nothing can continue the grammar with this vocabulary: end generation.
+            if self.matcher.as_ref().is_some_and(|m| m.stack_limit_hit()) {
+                eprintln!(
+                    "grammar: generation ended where the grammar became too ambiguous to follow \
+                     (over {} parse stacks at once); an unambiguous grammar avoids this",
+                    grammar::MAX_STACKS
+                );
+            }
             return self.vocab.eog_ids().first().copied().unwrap_or(id);
         }
         let id = self.run_chain(&masked, history);

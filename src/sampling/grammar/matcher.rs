@@ -24,7 +24,7 @@ const MAX_SETS: usize = 1 << 14;
 /// ambiguous enough (a value allowed inside every string character, say) can multiply them at
 /// every byte, millions within a hundred bytes and seconds per byte: past this bound the byte is
 /// refused as if the grammar had no way to continue, which ends a generation there.
-const MAX_STACKS: usize = 1 << 12;
+pub const MAX_STACKS: usize = 1 << 12;
 
 /// The state of one generation under a grammar.
 #[derive(Clone)]
@@ -39,6 +39,8 @@ pub struct Matcher {
     trans: Vec<[u32; 256]>,
     /// The stack set after the text accepted so far.
     current: u32,
+    /// Whether some byte was refused because following it needed more than `MAX_STACKS`.
+    stack_limit_hit: bool,
 }
 
 impl std::fmt::Debug for Matcher {
@@ -60,6 +62,7 @@ impl Matcher {
             set_ids: HashMap::new(),
             trans: Vec::new(),
             current: DEAD,
+            stack_limit_hit: false,
         };
         m.intern_set(Vec::new());
         m.current = m.start_set();
@@ -162,6 +165,7 @@ impl Matcher {
                 if bs.contains(b) {
                     self.expand(pos + 1, parent, &mut out, &mut seen);
                     if out.len() > MAX_STACKS {
+                        self.stack_limit_hit = true;
                         self.trans[set as usize][b as usize] = DEAD;
                         return DEAD;
                     }
@@ -171,6 +175,13 @@ impl Matcher {
         let next = self.intern_set(out);
         self.trans[set as usize][b as usize] = next;
         next
+    }
+
+    /// Whether a byte has been refused, at any point of this generation, only because the
+    /// grammar was too ambiguous there (more than `MAX_STACKS` parse stacks), not because the
+    /// grammar forbids it: the reason to give when a generation ends with nothing allowed.
+    pub fn stack_limit_hit(&self) -> bool {
+        self.stack_limit_hit
     }
 
     /// The current state's id.
@@ -278,6 +289,10 @@ mod tests {
         assert_eq!(accepts_all(g, "aab"), (true, true));
         assert_eq!(accepts_all(g, "b"), (true, true));
         assert!(!accepts_all(g, "ac").0);
+        // Refused because the grammar forbids it, not for the bound.
+        let mut m = Matcher::new(Arc::new(Grammar::parse(g).unwrap()));
+        assert!(!m.accepts(b"ac"));
+        assert!(!m.stack_limit_hit());
     }
 
     /// Found by fuzz/fuzz_targets/gbnf.rs: JSON's grammar with a `value` allowed after every
@@ -302,6 +317,7 @@ mod tests {
             }
         }
         assert!(refused_at.is_some_and(|i| i < 110), "{refused_at:?}");
+        assert!(m.stack_limit_hit());
     }
 
     #[test]

@@ -18,7 +18,7 @@ mod parse;
 mod trie;
 
 pub use compile::{ByteSet, Elem, Grammar, Rule};
-pub use matcher::Matcher;
+pub use matcher::{Matcher, MAX_STACKS};
 pub use parse::GrammarError;
 pub use trie::TokenTrie;
 
