@@ -408,3 +408,48 @@ fn bad_grammars_and_schemas_are_one_line_errors() {
         "{text:?}"
     );
 }
+
+/// A grammar whose parse stacks double at every byte (each `r` leaves a `p` or a `q` pending,
+/// and nothing ever ends `r`): after 12 letters any next byte needs more than the matcher's
+/// 4,096 stacks, so generation ends there, and stderr says it was the bound, not the grammar.
+/// A grammar that simply finishes says nothing of the kind.
+#[test]
+fn a_generation_ended_by_the_stack_bound_says_so() {
+    let Some(p) = common::model_path(SMOLLM2) else {
+        return;
+    };
+    let model = p.to_str().unwrap();
+    let run = |grammar: &str| {
+        let out = cli(&[
+            "-m",
+            model,
+            "-p",
+            "hi",
+            "-n",
+            "32",
+            "--temp",
+            "0",
+            "--grammar",
+            grammar,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let doubling = "root ::= r\nr ::= [a-z] r p | [a-z] r q\np ::= [a-z]\nq ::= [a-z]";
+    let (text, err) = run(doubling);
+    assert!(
+        !text.is_empty() && text.len() <= 13 && text.bytes().all(|b| b.is_ascii_lowercase()),
+        "{text:?}"
+    );
+    assert!(err.contains("too ambiguous to follow"), "{err}");
+    let (text, err) = run("root ::= [a-z]{3}");
+    assert_eq!(text.len(), 3, "{text:?}");
+    assert!(!err.contains("too ambiguous"), "{err}");
+}
