@@ -2,7 +2,11 @@
 //! source (a downloaded GGUF's template is untrusted), the rest are message contents with
 //! alternating roles, rendered by that template and by one built-in format, chosen by the
 //! input's length (rendering all nine took most of each input's time; over a run, each is
-//! given a ninth of the inputs).
+//! given a ninth of the inputs). The fuzzed template runs on a hundredth of the product's
+//! instruction budget: a template that loops until the budget runs out (a loop over
+//! `messages * 555555555555`, nested loops over the messages) takes the same paths, the
+//! running out included, in a hundredth of the time (such inputs took 1 to 2.5 s each and
+//! brought the target to 560 inputs a second once the corpus held them).
 
 #![no_main]
 
@@ -11,7 +15,7 @@ mod common;
 use std::sync::LazyLock;
 
 use libfuzzer_sys::fuzz_target;
-use llamafile::chat::{builtin, builtin_names, ChatTemplate, Message};
+use llamafile::chat::{builtin, builtin_names, ChatTemplate, Message, RENDER_FUEL};
 
 static BUILTIN: LazyLock<Vec<ChatTemplate>> = LazyLock::new(|| {
     builtin_names()
@@ -32,7 +36,8 @@ fuzz_target!(|data: &[u8]| {
         .enumerate()
         .map(|(i, c)| Message::new(roles[i % roles.len()], c.clone()))
         .collect();
-    if let Ok(t) = ChatTemplate::new(source, "<s>", "</s>") {
+    if let Ok(mut t) = ChatTemplate::new(source, "<s>", "</s>") {
+        t.set_fuel(RENDER_FUEL / 100);
         let _ = t.render(&messages, true);
     }
     let _ = BUILTIN[data.len() % BUILTIN.len()].render(&messages, true);

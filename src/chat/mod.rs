@@ -18,7 +18,7 @@ mod terminal;
 
 pub use builtin::{builtin, names as builtin_names};
 
-pub use template::{ChatError, ChatTemplate, Message, CHATML};
+pub use template::{ChatError, ChatTemplate, Message, CHATML, RENDER_FUEL};
 pub use terminal::{run_chat, ChatOptions};
 
 use crate::app::Loaded;

@@ -93,6 +93,13 @@ impl ChatTemplate {
         ChatTemplate::new(source, &text(tok.bos()), &text(tok.eos()))
     }
 
+    /// Changes the instruction budget of each rendering ([`RENDER_FUEL`] unless changed). The
+    /// fuzz harness lowers it: a template that loops until the budget runs out takes the same
+    /// paths on a smaller one, in a fraction of the time.
+    pub fn set_fuel(&mut self, fuel: u64) {
+        self.env.set_fuel(Some(fuel));
+    }
+
     /// The Jinja source.
     pub fn source(&self) -> &str {
         &self.source
@@ -229,6 +236,17 @@ mod tests {
         let t = ChatTemplate::new(src, "", "").unwrap();
         let e = t.render(&[Message::new("user", "hi")], true).unwrap_err();
         assert!(matches!(e, ChatError::Render(_)), "{e}");
+        assert!(e.to_string().contains("fuel"), "{e}");
+    }
+
+    #[test]
+    fn the_budget_can_be_lowered() {
+        // 1,000 iterations: within the default budget, beyond a budget of 500 instructions.
+        let src = "{% for i in range(1000) %}x{% endfor %}";
+        let mut t = ChatTemplate::new(src, "", "").unwrap();
+        assert_eq!(t.render(&[], false).unwrap().len(), 1000);
+        t.set_fuel(500);
+        let e = t.render(&[], false).unwrap_err();
         assert!(e.to_string().contains("fuel"), "{e}");
     }
 
