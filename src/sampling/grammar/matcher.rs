@@ -9,7 +9,7 @@
 //! walking the whole vocabulary trie per token cheap.
 
 use super::compile::{Elem, Grammar};
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::Arc;
 
 /// No parent: the bottom of a stack. As a member of a set: the empty (finished) stack.
@@ -41,6 +41,9 @@ pub struct Matcher {
     current: u32,
     /// Whether some byte was refused because following it needed more than `MAX_STACKS`.
     stack_limit_hit: bool,
+    /// `expand`'s record of the pairs expanded in one step, kept between steps for its
+    /// allocation.
+    seen: HashSet<(u32, u32)>,
 }
 
 impl std::fmt::Debug for Matcher {
@@ -57,12 +60,13 @@ impl Matcher {
         let mut m = Matcher {
             g,
             nodes: Vec::new(),
-            node_ids: HashMap::new(),
+            node_ids: HashMap::default(),
             sets: Vec::new(),
-            set_ids: HashMap::new(),
+            set_ids: HashMap::default(),
             trans: Vec::new(),
             current: DEAD,
             stack_limit_hit: false,
+            seen: HashSet::default(),
         };
         m.intern_set(Vec::new());
         m.current = m.start_set();
@@ -71,7 +75,7 @@ impl Matcher {
 
     fn start_set(&mut self) -> u32 {
         let mut out = Vec::new();
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         let root = self.g.root as usize;
         for i in 0..self.g.rules[root].alts.len() {
             let alt = self.g.rules[root].alts[i];
@@ -153,8 +157,20 @@ impl Matcher {
         if t != UNKNOWN {
             return t;
         }
+        let mut seen = std::mem::take(&mut self.seen);
+        seen.clear();
+        let next = self.follow(set, b, &mut seen);
+        // Kept for the next step unless one step made it large (clearing costs its capacity).
+        if seen.capacity() <= 4 * MAX_STACKS {
+            self.seen = seen;
+        }
+        self.trans[set as usize][b as usize] = next;
+        next
+    }
+
+    /// The set reached from `set` by byte `b`, computed; DEAD past `MAX_STACKS`.
+    fn follow(&mut self, set: u32, b: u8, seen: &mut HashSet<(u32, u32)>) -> u32 {
         let mut out = Vec::new();
-        let mut seen = HashSet::new();
         for i in 0..self.sets[set as usize].len() {
             let s = self.sets[set as usize][i];
             if s == NIL {
@@ -163,18 +179,15 @@ impl Matcher {
             let (pos, parent) = self.nodes[s as usize];
             if let Elem::Bytes(bs) = self.g.elems[pos as usize] {
                 if bs.contains(b) {
-                    self.expand(pos + 1, parent, &mut out, &mut seen);
+                    self.expand(pos + 1, parent, &mut out, seen);
                     if out.len() > MAX_STACKS {
                         self.stack_limit_hit = true;
-                        self.trans[set as usize][b as usize] = DEAD;
                         return DEAD;
                     }
                 }
             }
         }
-        let next = self.intern_set(out);
-        self.trans[set as usize][b as usize] = next;
-        next
+        self.intern_set(out)
     }
 
     /// Whether a byte has been refused, at any point of this generation, only because the
