@@ -9,11 +9,12 @@
 //! the running out included, in a hundredth of the time (such inputs took 1 to 2.5 s each and
 //! brought the target to 560 inputs a second once the corpus held them).
 //!
-//! A source containing `*` is compiled but not rendered. minijinja repeats a list lazily, and
-//! iterating `[] * 555555555555` spins inside one instruction, where the budget is never
-//! checked: it never ends (found by this target). A template is code that the budget bounds
-//! in instructions, not in the work one instruction does; README says what that means for a
-//! GGUF's template.
+//! A source containing `*` is skipped. minijinja repeats a list lazily, and iterating
+//! `[] * 555555555555` spins inside one instruction, where the budget is never checked: it
+//! never ends, in a rendering, and in compiling too when the operands are constants
+//! (`{{ () * 55555555550 ~ 'x' }}`: minijinja folds constant expressions). Both found by this
+//! target. A template is code that the budget bounds in instructions, not in the work one
+//! instruction does; README (Limits under load) says what that means for a GGUF's template.
 
 #![no_main]
 
@@ -43,8 +44,8 @@ fuzz_target!(|data: &[u8]| {
         .enumerate()
         .map(|(i, c)| Message::new(roles[i % roles.len()], c.clone()))
         .collect();
-    if let Ok(mut t) = ChatTemplate::new(source, "<s>", "</s>") {
-        if !source.contains('*') {
+    if !source.contains('*') {
+        if let Ok(mut t) = ChatTemplate::new(source, "<s>", "</s>") {
             t.set_fuel(RENDER_FUEL / 100);
             let _ = t.render(&messages, true);
         }
