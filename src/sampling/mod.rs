@@ -284,8 +284,12 @@ impl Sampler {
         }
         self.mirostat = saved;
         let mut masked = logits.to_vec();
+        if let Some(m) = self.matcher.as_mut() {
+            m.clear_stack_limit_hit();
+        }
         if !self.apply_grammar(&mut masked) {
-            // Nothing can continue the grammar with this vocabulary: end generation.
+            // Nothing can continue the grammar with this vocabulary: end generation, saying so
+            // when this mask refused bytes for the matcher's bound rather than the grammar.
             if self.matcher.as_ref().is_some_and(|m| m.stack_limit_hit()) {
                 eprintln!(
                     "grammar: generation ended where the grammar became too ambiguous to follow \

@@ -18,6 +18,9 @@ const NIL: u32 = u32::MAX;
 pub const DEAD: u32 = 0;
 /// A transition not computed yet.
 const UNKNOWN: u32 = u32::MAX;
+/// A transition refused because following it needed more than `MAX_STACKS` (answered as DEAD,
+/// remembered apart so that a cached refusal still reports its reason).
+const REFUSED_FOR_BOUND: u32 = u32::MAX - 1;
 /// Interned sets beyond which the caches are rebuilt from the current state.
 const MAX_SETS: usize = 1 << 14;
 /// The most stacks one state may have. A real grammar keeps a few dozen alive; one that is
@@ -39,7 +42,8 @@ pub struct Matcher {
     trans: Vec<[u32; 256]>,
     /// The stack set after the text accepted so far.
     current: u32,
-    /// Whether some byte was refused because following it needed more than `MAX_STACKS`.
+    /// Whether some byte was refused because following it needed more than `MAX_STACKS`,
+    /// since the last [`Matcher::clear_stack_limit_hit`].
     stack_limit_hit: bool,
     /// `expand`'s record of the pairs expanded in one step, kept between steps for its
     /// allocation.
@@ -154,8 +158,12 @@ impl Matcher {
     #[inline]
     pub fn step(&mut self, set: u32, b: u8) -> u32 {
         let t = self.trans[set as usize][b as usize];
-        if t != UNKNOWN {
+        if t < REFUSED_FOR_BOUND {
             return t;
+        }
+        if t == REFUSED_FOR_BOUND {
+            self.stack_limit_hit = true;
+            return DEAD;
         }
         let mut seen = std::mem::take(&mut self.seen);
         seen.clear();
@@ -165,10 +173,14 @@ impl Matcher {
             self.seen = seen;
         }
         self.trans[set as usize][b as usize] = next;
+        if next == REFUSED_FOR_BOUND {
+            self.stack_limit_hit = true;
+            return DEAD;
+        }
         next
     }
 
-    /// The set reached from `set` by byte `b`, computed; DEAD past `MAX_STACKS`.
+    /// The set reached from `set` by byte `b`, computed; REFUSED_FOR_BOUND past `MAX_STACKS`.
     fn follow(&mut self, set: u32, b: u8, seen: &mut HashSet<(u32, u32)>) -> u32 {
         let mut out = Vec::new();
         for i in 0..self.sets[set as usize].len() {
@@ -181,8 +193,7 @@ impl Matcher {
                 if bs.contains(b) {
                     self.expand(pos + 1, parent, &mut out, seen);
                     if out.len() > MAX_STACKS {
-                        self.stack_limit_hit = true;
-                        return DEAD;
+                        return REFUSED_FOR_BOUND;
                     }
                 }
             }
@@ -190,11 +201,17 @@ impl Matcher {
         self.intern_set(out)
     }
 
-    /// Whether a byte has been refused, at any point of this generation, only because the
-    /// grammar was too ambiguous there (more than `MAX_STACKS` parse stacks), not because the
-    /// grammar forbids it: the reason to give when a generation ends with nothing allowed.
+    /// Whether a byte has been refused since the last [`Matcher::clear_stack_limit_hit`] only
+    /// because the grammar was too ambiguous there (more than `MAX_STACKS` parse stacks), not
+    /// because the grammar forbids it: cleared before masking the vocabulary, the reason to give
+    /// when that mask allows nothing. A refusal read from the transition cache counts too.
     pub fn stack_limit_hit(&self) -> bool {
         self.stack_limit_hit
+    }
+
+    /// Forgets earlier refusals for the bound (see [`Matcher::stack_limit_hit`]).
+    pub fn clear_stack_limit_hit(&mut self) {
+        self.stack_limit_hit = false;
     }
 
     /// The current state's id.
@@ -331,6 +348,27 @@ mod tests {
         }
         assert!(refused_at.is_some_and(|i| i < 110), "{refused_at:?}");
         assert!(m.stack_limit_hit());
+        // The refusal is cached, and still reports its reason when read from the cache.
+        let (before, byte) = (
+            state_before_refusal(&mut m, text),
+            text[refused_at.unwrap()],
+        );
+        m.clear_stack_limit_hit();
+        assert_eq!(m.step(before, byte), DEAD);
+        assert!(m.stack_limit_hit());
+    }
+
+    /// The state after the longest prefix of `text` the matcher follows.
+    fn state_before_refusal(m: &mut Matcher, text: &[u8]) -> u32 {
+        let mut s = m.current();
+        for &b in text {
+            let next = m.step(s, b);
+            if next == DEAD {
+                break;
+            }
+            s = next;
+        }
+        s
     }
 
     #[test]
