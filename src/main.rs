@@ -2,10 +2,21 @@
 //! into one line on stderr with a non-zero exit status.
 
 use llamafile::bundle::Bundle;
+use llamafile::chat::isolate;
 use llamafile::cli::{self, CliError};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // A child started to run one chat template (llamafile::chat::isolate) does only that.
+    if let Some(status) = isolate::serve_if_worker() {
+        return status;
+    }
+    match std::env::current_exe() {
+        Ok(exe) => isolate::enable(exe),
+        Err(e) => eprintln!(
+            "llamafile: warning: cannot find this executable ({e}); chat templates run in-process, bounded by their instruction budget only"
+        ),
+    }
     let own = match Bundle::open_self() {
         Ok(b) => b,
         Err(e) => return fail(&e),

@@ -79,6 +79,10 @@ seed args example <.args.example
 printf -- '-m\nmodel.gguf\n--temp 0.7\n"quoted arg"\n...\n' | seed args quoted
 zipalign_bin=target/release/zipalign
 [ -x "$zipalign_bin" ] || cargo build --release --bin zipalign >&2 || die "zipalign does not build"
+# chat_template runs the templates that may never end in-process as the product does, in child
+# processes of the llamafile binary (always rebuilt: the worker must speak this tree's protocol).
+cargo build --release --bin llamafile >&2 || die "llamafile does not build"
+export LLAMAFILE_FUZZ_TEMPLATE_WORKER="$root/target/release/llamafile"
 mkdir -p "$seeds/pack" && cp .args.example "$seeds/pack/.args" && cp "$seeds/gguf/tiny.gguf" "$seeds/pack/"
 printf 'an executable' >"$seeds/exe"
 "$zipalign_bin" -a 64 -j "$seeds/exe" "$seeds/pack/.args" "$seeds/pack/tiny.gguf" >/dev/null 2>&1 \
@@ -102,7 +106,7 @@ printf 'POST /completion HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd
   | seed http_request chunked
 # json_request serves a tiny model with SmolLM2's vocabulary: requests are what it fuzzes, not
 # the weights, and a small model answers a valid request in a few milliseconds.
-python3 tools/synth-model.py mistral q8_0 "$seeds/server-model.gguf" >&2 \
+python3 tools/synth-model.py fuzz q8_0 "$seeds/server-model.gguf" >&2 \
   || die "could not write the json_request target's model (pip install gguf numpy)"
 export LLAMAFILE_FUZZ_SERVER_MODEL="$seeds/server-model.gguf"
 # json_request: the first byte picks the endpoint (its index in the target's ENDPOINTS list).

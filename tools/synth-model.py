@@ -43,6 +43,10 @@ FAMILIES = {
     # a single KV head, base 1e6, no rope_freqs.
     "mistral": dict(arch="llama", n_embd=192, n_head=4, n_head_kv=1, head_dim=64, n_ff=384,
                     n_layer=3, rope_base=1000000.0, key_length=True, output=True),
+    # The json_request fuzz target's server model (tools/fuzz.sh): the smallest llama that
+    # still has GQA, so a request's cost is its parsing rather than the output layer.
+    "fuzz": dict(arch="llama", n_embd=64, n_head=2, n_head_kv=1, head_dim=32, n_ff=128,
+                 n_layer=1, rope_base=10000.0, output=True),
     # Qwen3: QK-norm, no biases, NEOX RoPE, tied output.
     "qwen3": dict(arch="qwen3", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
                   n_layer=3, rope_base=1000000.0, key_length=True, qk_norm=True),

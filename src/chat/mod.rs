@@ -13,6 +13,7 @@
 //! ```
 
 mod builtin;
+pub mod isolate;
 mod template;
 mod terminal;
 

@@ -2,10 +2,13 @@
 //! string and dict methods (`.strip()`, `.items()`, ...) that Hugging Face templates call, and the
 //! `raise_exception` / `strftime_now` helpers that `transformers` provides.
 
+use super::isolate::{self, Job, RenderArgs};
 use crate::gguf::GgufFile;
 use crate::tokenizer::Tokenizer;
 use minijinja::{Environment, ErrorKind, Value};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Duration;
 
 /// llama.cpp's fallback when a model carries no template.
 pub const CHATML: &str = "{%- for message in messages -%}\
@@ -14,7 +17,7 @@ pub const CHATML: &str = "{%- for message in messages -%}\
 {%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}";
 
 /// One turn of a conversation.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     pub role: String,
     pub content: String,
@@ -37,6 +40,12 @@ pub enum ChatError {
     /// The template itself refused the conversation (`raise_exception`), or failed while running.
     #[error("the chat template rejected the messages: {0}")]
     Render(String),
+    /// The template ran in a child process that was stopped (see `isolate`).
+    #[error("the chat template was stopped: {0}")]
+    Stopped(String),
+    /// The child process for the template could not be run.
+    #[error("the chat template could not be run: {0}")]
+    Worker(String),
 }
 
 /// The most template instructions one rendering may run: far beyond any real conversation
@@ -45,15 +54,67 @@ pub const RENDER_FUEL: u64 = 20_000_000;
 
 /// A compiled chat template with the special-token texts it may refer to.
 pub struct ChatTemplate {
-    env: Environment<'static>,
+    engine: Engine,
     source: String,
     bos_token: String,
     eos_token: String,
+    fuel: u64,
+}
+
+/// Where a template runs.
+enum Engine {
+    /// Here, compiled once.
+    InProcess(Box<Environment<'static>>),
+    /// In a child process started from this executable for each rendering (compiled there each
+    /// time: a small cost beside starting the process).
+    Isolated {
+        exe: &'static Path,
+        deadline: Duration,
+    },
 }
 
 impl ChatTemplate {
-    /// Compiles `source`; `bos_token` and `eos_token` are the texts the template sees.
+    /// Compiles `source`; `bos_token` and `eos_token` are the texts the template sees. Once
+    /// `isolate::enable` has named an executable, the template is compiled and rendered in
+    /// child processes that are stopped past a deadline (a GGUF's template is untrusted code).
     pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<ChatTemplate, ChatError> {
+        match isolate::worker_exe() {
+            Some(exe) => {
+                ChatTemplate::in_child(exe, source, bos_token, eos_token, isolate::DEADLINE)
+            }
+            None => ChatTemplate::in_process(source, bos_token, eos_token),
+        }
+    }
+
+    /// Compiles `source` to run in child processes started from `exe` (which calls
+    /// `isolate::serve_if_worker` first thing), each stopped after `deadline`; compiling is
+    /// the first such child.
+    pub fn in_child(
+        exe: &'static Path,
+        source: &str,
+        bos_token: &str,
+        eos_token: &str,
+        deadline: Duration,
+    ) -> Result<ChatTemplate, ChatError> {
+        let t = ChatTemplate {
+            engine: Engine::Isolated { exe, deadline },
+            source: source.to_string(),
+            bos_token: bos_token.to_string(),
+            eos_token: eos_token.to_string(),
+            fuel: RENDER_FUEL,
+        };
+        // Compiled once here, so that a syntax error shows when the template is loaded.
+        isolate::run(exe, &t.job(None), deadline)?;
+        Ok(t)
+    }
+
+    /// Compiles `source` to run in this process, bounded by the instruction budget only: for
+    /// templates that are not untrusted (built-in ones, and inside a worker).
+    pub fn in_process(
+        source: &str,
+        bos_token: &str,
+        eos_token: &str,
+    ) -> Result<ChatTemplate, ChatError> {
         let mut env = Environment::new();
         // transformers renders chat templates with these two settings.
         env.set_trim_blocks(true);
@@ -66,16 +127,32 @@ impl ChatTemplate {
         env.add_template_owned("chat", source.to_string())
             .map_err(|e| ChatError::Syntax(describe(&e)))?;
         Ok(ChatTemplate {
-            env,
+            engine: Engine::InProcess(Box::new(env)),
             source: source.to_string(),
             bos_token: bos_token.to_string(),
             eos_token: eos_token.to_string(),
+            fuel: RENDER_FUEL,
         })
+    }
+
+    /// Whether renderings run in child processes that can be stopped.
+    pub fn is_isolated(&self) -> bool {
+        matches!(self.engine, Engine::Isolated { .. })
+    }
+
+    fn job(&self, render: Option<RenderArgs>) -> Job {
+        Job {
+            source: self.source.clone(),
+            bos_token: self.bos_token.clone(),
+            eos_token: self.eos_token.clone(),
+            fuel: self.fuel,
+            render,
+        }
     }
 
     /// The ChatML template llama.cpp falls back to.
     pub fn chatml() -> ChatTemplate {
-        ChatTemplate::new(CHATML, "", "").expect("the ChatML template compiles")
+        ChatTemplate::in_process(CHATML, "", "").expect("the ChatML template compiles")
     }
 
     /// The model's own template (`tokenizer.chat_template`), or ChatML when it has none.
@@ -97,7 +174,10 @@ impl ChatTemplate {
     /// fuzz harness lowers it: a template that loops until the budget runs out takes the same
     /// paths on a smaller one, in a fraction of the time.
     pub fn set_fuel(&mut self, fuel: u64) {
-        self.env.set_fuel(Some(fuel));
+        self.fuel = fuel;
+        if let Engine::InProcess(env) = &mut self.engine {
+            env.set_fuel(Some(fuel));
+        }
     }
 
     /// The Jinja source.
@@ -112,8 +192,18 @@ impl ChatTemplate {
         messages: &[Message],
         add_generation_prompt: bool,
     ) -> Result<String, ChatError> {
-        let tmpl = self
-            .env
+        let env = match &self.engine {
+            Engine::InProcess(env) => env,
+            Engine::Isolated { exe, deadline } => {
+                let args = RenderArgs {
+                    messages: messages.to_vec(),
+                    add_generation_prompt,
+                };
+                let text = isolate::run(exe, &self.job(Some(args)), *deadline)?;
+                return text.ok_or_else(|| ChatError::Worker("it rendered nothing".into()));
+            }
+        };
+        let tmpl = env
             .get_template("chat")
             .map_err(|e| ChatError::Syntax(describe(&e)))?;
         let ctx = minijinja::context! {
