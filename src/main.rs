@@ -11,7 +11,7 @@ fn main() -> ExitCode {
     if let Some(status) = isolate::serve_if_worker() {
         return status;
     }
-    match std::env::current_exe() {
+    match isolate::own_executable() {
         Ok(exe) => isolate::enable(exe),
         Err(e) => eprintln!(
             "llamafile: warning: cannot find this executable ({e}); chat templates run in-process, bounded by their instruction budget only"

@@ -197,3 +197,65 @@ fn a_model_whose_template_never_compiles_is_served_with_chatml() {
     );
     let _ = std::fs::remove_file(hostile);
 }
+
+#[test]
+fn the_worker_variable_set_by_hand_explains_itself() {
+    let out = std::process::Command::new(worker())
+        .env(llamafile::chat::isolate::WORKER_ENV, "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, "is set, and stdin is not a template job");
+}
+
+/// The server goes on rendering after its executable was deleted (an upgrade in place): the
+/// children start from `/proc/self/exe`, not from the path.
+#[cfg(target_os = "linux")]
+#[test]
+fn templates_render_after_the_executable_is_deleted() {
+    use std::io::{BufRead, BufReader};
+    let Some(m) = model_path(SMOLLM) else { return };
+    let copy = scratch("llamafile-copy");
+    std::fs::copy(worker(), &copy).unwrap();
+    let spawn = || {
+        std::process::Command::new(&copy)
+            .arg("-m")
+            .arg(&m)
+            .args(["--server", "--nobrowser", "--port", "0", "-t", "1"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+    };
+    // A child another test forks while the copy is open for writing holds it open until it
+    // execs: "text file busy" for a moment.
+    let mut child = (0..50)
+        .find_map(|_| match spawn() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                std::thread::sleep(Duration::from_millis(20));
+                None
+            }
+            other => Some(other.unwrap()),
+        })
+        .expect("the copy stays busy");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    std::fs::remove_file(&copy).unwrap();
+    let port: u16 = line
+        .split("http://127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no URL in {line:?}"));
+    let r = post(
+        port,
+        "/apply-template",
+        &json!({"messages": [{"role": "user", "content": "hi"}]}),
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert!(r.json()["prompt"].as_str().unwrap().contains("hi"));
+}

@@ -39,6 +39,17 @@ pub fn enable(exe: PathBuf) {
     let _ = WORKER_EXE.set(exe);
 }
 
+/// The path that starts this executable again: `/proc/self/exe` on Linux, which still runs it
+/// after the file was replaced or deleted (an upgrade under a running server), else the path
+/// the platform reports.
+pub fn own_executable() -> std::io::Result<PathBuf> {
+    let proc_self = Path::new("/proc/self/exe");
+    if cfg!(target_os = "linux") && proc_self.exists() {
+        return Ok(proc_self.to_path_buf());
+    }
+    std::env::current_exe()
+}
+
 /// The executable that workers run, once [`enable`] named one.
 pub(super) fn worker_exe() -> Option<&'static Path> {
     WORKER_EXE.get().map(PathBuf::as_path)
@@ -75,11 +86,19 @@ enum Outcome {
 pub fn serve_if_worker() -> Option<std::process::ExitCode> {
     std::env::var_os(WORKER_ENV)?;
     let mut input = Vec::new();
-    if std::io::stdin().read_to_end(&mut input).is_err() {
-        return Some(std::process::ExitCode::FAILURE);
-    }
-    let Ok(job) = serde_json::from_slice::<Job>(&input) else {
-        return Some(std::process::ExitCode::FAILURE);
+    let job = match std::io::stdin().read_to_end(&mut input) {
+        Ok(_) => serde_json::from_slice::<Job>(&input).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    let job = match job {
+        Ok(job) => job,
+        Err(e) => {
+            // (a parent discards this; a person who set the variable by hand reads it)
+            eprintln!(
+                "llamafile: error: {WORKER_ENV} is set, and stdin is not a template job: {e}"
+            );
+            return Some(std::process::ExitCode::FAILURE);
+        }
     };
     drop(input);
     let outcome = match do_job(job) {
@@ -190,6 +209,8 @@ fn limit_resources(pid: u32, deadline: Duration) {
         unsafe { libc::prlimit(pid as libc::pid_t, resource, &lim, std::ptr::null_mut()) };
     };
     cap(libc::RLIMIT_AS, MEMORY_LIMIT);
+    // Killed by SIGXCPU or aborting on a failed allocation: no core file.
+    cap(libc::RLIMIT_CORE, 0);
     // Whole seconds, one more than the deadline: the kill comes first while the parent lives.
     cap(libc::RLIMIT_CPU, deadline.as_secs() + 1);
 }
