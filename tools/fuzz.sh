@@ -104,8 +104,9 @@ printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r
   | seed http_request pipelined
 printf 'POST /completion HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n' \
   | seed http_request chunked
-# json_request serves a tiny model with SmolLM2's vocabulary: requests are what it fuzzes, not
-# the weights, and a small model answers a valid request in a few milliseconds.
+# json_request serves a tiny model with the first 4,096 tokens of SmolLM2's vocabulary: requests
+# are what it fuzzes, not the weights or the vocabulary, and passes over a 49,152-token
+# vocabulary (the output layer, the sampler) were most of each input's time when instrumented.
 python3 tools/synth-model.py fuzz q8_0 "$seeds/server-model.gguf" >&2 \
   || die "could not write the json_request target's model (pip install gguf numpy)"
 export LLAMAFILE_FUZZ_SERVER_MODEL="$seeds/server-model.gguf"

@@ -44,9 +44,11 @@ FAMILIES = {
     "mistral": dict(arch="llama", n_embd=192, n_head=4, n_head_kv=1, head_dim=64, n_ff=384,
                     n_layer=3, rope_base=1000000.0, key_length=True, output=True),
     # The json_request fuzz target's server model (tools/fuzz.sh): the smallest llama that
-    # still has GQA, so a request's cost is its parsing rather than the output layer.
+    # still has GQA, and the vocabulary's first 4,096 tokens (the merges among them), so a
+    # request's cost is its parsing rather than the output layer and the sampler's passes over
+    # the vocabulary.
     "fuzz": dict(arch="llama", n_embd=64, n_head=2, n_head_kv=1, head_dim=32, n_ff=128,
-                 n_layer=1, rope_base=10000.0, output=True),
+                 n_layer=1, rope_base=10000.0, output=True, vocab_limit=4096),
     # Qwen3: QK-norm, no biases, NEOX RoPE, tied output.
     "qwen3": dict(arch="qwen3", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
                   n_layer=3, rope_base=1000000.0, key_length=True, qk_norm=True),
@@ -152,10 +154,30 @@ def read_tokenizer(path):
     return out
 
 
+def limit_vocab(tok, n):
+    """The tokenizer cut to its first `n` tokens, keeping the merges whose parts and result all
+    remain; special-token ids must lie below `n`."""
+    tokens = next(v for k, v, _, _ in tok if k == "tokenizer.ggml.tokens")[:n]
+    kept = set(tokens)
+    out = []
+    for key, val, vtype, sub in tok:
+        if key == "tokenizer.ggml.merges":
+            val = [m for m in val
+                   if (lambda a, b: a in kept and b in kept and a + b in kept)(*m.split(" ", 1))]
+        elif vtype == gguf.GGUFValueType.ARRAY and key != "tokenizer.ggml.merges":
+            val = val[:n]
+        elif key.endswith("_token_id") and val >= n:
+            sys.exit(f"synth-model: {key} = {val} is not among the first {n} tokens")
+        out.append((key, val, vtype, sub))
+    return out
+
+
 def build(family, wtype, out_path, vocab_path):
     p = FAMILIES[family]
     arch = p["arch"]
     tok = read_tokenizer(vocab_path)
+    if p.get("vocab_limit"):
+        tok = limit_vocab(tok, p["vocab_limit"])
     n_vocab = len(next(v for k, v, _, _ in tok if k == "tokenizer.ggml.tokens"))
     e, nh, nkv, ff = p["n_embd"], p["n_head"], p["n_head_kv"], p["n_ff"]
     mla = p.get("mla")
