@@ -13,6 +13,7 @@ use std::time::Duration;
 
 /// The address admission counts every UNIX-socket client under: they are all local processes,
 /// and together hold one client's share of the workers.
+#[cfg(unix)]
 pub const UNIX_CLIENT: IpAddr = IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
 
 /// A listening socket.
@@ -131,6 +132,7 @@ impl Conn {
 
     /// Sends small writes at once (TCP; a UNIX socket has no Nagle delay).
     pub fn set_nodelay(&self) {
+        #[cfg_attr(not(unix), allow(irrefutable_let_patterns))]
         if let Conn::Tcp(s) = self {
             let _ = s.set_nodelay(true);
         }
