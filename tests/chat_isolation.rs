@@ -118,6 +118,21 @@ fn a_template_that_fills_memory_is_killed_at_its_limit() {
     );
 }
 
+#[test]
+fn a_rendering_longer_than_the_cap_is_refused() {
+    // 270 MB of text, past the 256 MiB a parent takes back.
+    let t = in_child(
+        "{% for i in range(3) %}{{ 'x' * 90000000 }}{% endfor %}",
+        60,
+    )
+    .unwrap();
+    let e = t.render(&[], false).unwrap_err();
+    assert!(
+        matches!(e, ChatError::Stopped(ref m) if m.contains("longer than 256 MiB")),
+        "{e}"
+    );
+}
+
 #[cfg(target_os = "linux")]
 #[test]
 fn the_terminal_chat_says_the_template_was_stopped() {

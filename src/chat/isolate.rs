@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::{mpsc, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 /// Set (to `1`) in a template worker's environment.
@@ -141,38 +141,56 @@ pub(super) fn run(exe: &Path, job: &Job, deadline: Duration) -> Result<Option<St
     // The worker reads all of its input before it does anything, so the limits are in place
     // before the template runs.
     limit_resources(child.id(), deadline);
+    // Read on a thread of its own, joined before returning (no thread outlives a rendering);
+    // the answer is handed over under a lock and a condition variable, waited on up to the
+    // deadline.
     let mut stdout = child.stdout.take().expect("stdout is piped");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let read = (&mut stdout).take(MAX_OUTPUT + 1).read_to_end(&mut buf);
-        let _ = tx.send(read.map(|_| buf));
-    });
+    let answer_slot = Arc::new((Mutex::new(None), Condvar::new()));
+    let reader = {
+        let slot = Arc::clone(&answer_slot);
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let read = (&mut stdout).take(MAX_OUTPUT + 1).read_to_end(&mut buf);
+            *slot.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(read.map(|_| buf));
+            slot.1.notify_one();
+        })
+    };
     let mut stdin = child.stdin.take().expect("stdin is piped");
     // A worker that died early closes its end: the outcome below says why.
     let _ = stdin.write_all(&input);
     drop(stdin);
-    let answer = rx.recv_timeout(deadline);
-    if answer.is_err() {
+    let answer = {
+        let (lock, ready) = &*answer_slot;
+        let guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mut guard, _) = ready
+            .wait_timeout_while(guard, deadline, |a| a.is_none())
+            .unwrap_or_else(PoisonError::into_inner);
+        guard.take()
+    };
+    let Some(answer) = answer else {
         let _ = child.kill();
         let _ = child.wait();
+        let _ = reader.join();
         return Err(ChatError::Stopped(format!(
             "it ran longer than {} s",
             deadline.as_secs_f64()
         )));
-    }
-    let status = child.wait().map_err(spawn_failed)?;
-    let output = match answer {
-        Ok(Ok(buf)) if buf.len() as u64 > MAX_OUTPUT => {
-            let _ = child.kill();
-            return Err(ChatError::Stopped(format!(
-                "its output is longer than {} MiB",
-                MAX_OUTPUT >> 20
-            )));
-        }
-        Ok(Ok(buf)) => buf,
-        _ => Vec::new(),
     };
+    let too_long = matches!(&answer, Ok(buf) if buf.len() as u64 > MAX_OUTPUT);
+    if too_long {
+        // (it may be blocked writing the rest)
+        let _ = child.kill();
+    }
+    let status = child.wait().map_err(spawn_failed);
+    let _ = reader.join();
+    let status = status?;
+    if too_long {
+        return Err(ChatError::Stopped(format!(
+            "its output is longer than {} MiB",
+            MAX_OUTPUT >> 20
+        )));
+    }
+    let output = answer.unwrap_or_default();
     match serde_json::from_slice::<Outcome>(&output) {
         Ok(Outcome::Done(text)) if status.success() => Ok(text),
         Ok(Outcome::Syntax(m)) => Err(ChatError::Syntax(m)),
