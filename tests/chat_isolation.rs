@@ -8,7 +8,7 @@
 mod common;
 
 use common::http::post;
-use common::server::start_with;
+use common::server::{start_exe, start_with};
 use common::{assert_one_line_error, llamafile_with_input, model_path};
 use llamafile::chat::{ChatError, ChatTemplate, Message, CHATML};
 use llamafile::gguf::{GgufFile, GgufWriter};
@@ -41,6 +41,14 @@ fn in_child(source: &str, deadline_s: u64) -> Result<ChatTemplate, ChatError> {
         "</s>",
         Duration::from_secs(deadline_s),
     )
+}
+
+/// Asserts that `e` says the template's child was stopped, with `needle` in the reason.
+fn assert_stopped(e: ChatError, needle: &str) {
+    assert!(
+        matches!(e, ChatError::Stopped(ref m) if m.contains(needle)),
+        "{e}"
+    );
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -95,16 +103,13 @@ fn a_child_reports_syntax_errors_and_the_budget() {
 fn a_template_that_spins_while_rendering_is_stopped() {
     let t = in_child(SPINS_RENDERING, 1).unwrap();
     let e = t.render(&[Message::new("user", "hi")], true).unwrap_err();
-    assert!(
-        matches!(e, ChatError::Stopped(ref m) if m.contains("longer than 1 s")),
-        "{e}"
-    );
+    assert_stopped(e, "longer than 1 s");
 }
 
 #[test]
 fn a_template_that_spins_while_compiling_is_stopped() {
     let e = in_child(SPINS_COMPILING, 1).err().expect("stopped");
-    assert!(matches!(e, ChatError::Stopped(_)), "{e}");
+    assert_stopped(e, "longer than 1 s");
 }
 
 #[cfg(target_os = "linux")]
@@ -112,10 +117,7 @@ fn a_template_that_spins_while_compiling_is_stopped() {
 fn a_template_that_fills_memory_is_killed_at_its_limit() {
     let t = in_child(FILLS_MEMORY, 30).unwrap();
     let e = t.render(&[], false).unwrap_err();
-    assert!(
-        matches!(e, ChatError::Stopped(ref m) if m.contains("signal")),
-        "{e}"
-    );
+    assert_stopped(e, "signal");
 }
 
 #[test]
@@ -127,10 +129,7 @@ fn a_rendering_longer_than_the_cap_is_refused() {
     )
     .unwrap();
     let e = t.render(&[], false).unwrap_err();
-    assert!(
-        matches!(e, ChatError::Stopped(ref m) if m.contains("longer than 256 MiB")),
-        "{e}"
-    );
+    assert_stopped(e, "longer than 256 MiB");
 }
 
 #[cfg(target_os = "linux")]
@@ -228,49 +227,16 @@ fn the_worker_variable_set_by_hand_explains_itself() {
 #[cfg(target_os = "linux")]
 #[test]
 fn templates_render_after_the_executable_is_deleted() {
-    use std::io::{BufRead, BufReader};
     let Some(m) = model_path(SMOLLM) else { return };
     let copy = scratch("llamafile-copy");
     std::fs::copy(worker(), &copy).unwrap();
-    let spawn = || {
-        std::process::Command::new(&copy)
-            .arg("-m")
-            .arg(&m)
-            .args(["--server", "--nobrowser", "--port", "0", "-t", "1"])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-    };
-    // A child another test forks while the copy is open for writing holds it open until it
-    // execs: "text file busy" for a moment.
-    let mut child = (0..50)
-        .find_map(|_| match spawn() {
-            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
-                std::thread::sleep(Duration::from_millis(20));
-                None
-            }
-            other => Some(other.unwrap()),
-        })
-        .expect("the copy stays busy");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let srv = start_exe(&copy, &m, &[], &[]);
     std::fs::remove_file(&copy).unwrap();
-    let port: u16 = line
-        .split("http://127.0.0.1:")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no URL in {line:?}"));
     let r = post(
-        port,
+        srv.port,
         "/apply-template",
         &json!({"messages": [{"role": "user", "content": "hi"}]}),
     );
-    let _ = child.kill();
-    let _ = child.wait();
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert!(r.json()["prompt"].as_str().unwrap().contains("hi"));
 }

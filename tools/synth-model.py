@@ -160,11 +160,14 @@ def limit_vocab(tok, n):
     tokens = next(v for k, v, _, _ in tok if k == "tokenizer.ggml.tokens")[:n]
     kept = set(tokens)
     out = []
+    def merge_kept(m):
+        left, right = m.split(" ", 1)
+        return left in kept and right in kept and left + right in kept
+
     for key, val, vtype, sub in tok:
         if key == "tokenizer.ggml.merges":
-            val = [m for m in val
-                   if (lambda a, b: a in kept and b in kept and a + b in kept)(*m.split(" ", 1))]
-        elif vtype == gguf.GGUFValueType.ARRAY and key != "tokenizer.ggml.merges":
+            val = [m for m in val if merge_kept(m)]
+        elif vtype == gguf.GGUFValueType.ARRAY:
             val = val[:n]
         elif key.endswith("_token_id") and val >= n:
             sys.exit(f"synth-model: {key} = {val} is not among the first {n} tokens")

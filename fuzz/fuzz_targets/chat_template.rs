@@ -53,12 +53,12 @@ fuzz_target!(|data: &[u8]| {
         .enumerate()
         .map(|(i, c)| Message::new(roles[i % roles.len()], c.clone()))
         .collect();
-    let template = match *WORKER {
-        _ if !source.contains('*') => ChatTemplate::in_process(source, "<s>", "</s>").ok(),
-        Some(exe) => {
-            ChatTemplate::in_child(exe, source, "<s>", "</s>", Duration::from_secs(1)).ok()
-        }
-        None => None,
+    let template = if !source.contains('*') {
+        ChatTemplate::in_process(source, "<s>", "</s>").ok()
+    } else if let Some(exe) = *WORKER {
+        ChatTemplate::in_child(exe, source, "<s>", "</s>", Duration::from_secs(1)).ok()
+    } else {
+        None
     };
     if let Some(mut t) = template {
         t.set_fuel(RENDER_FUEL / 100);

@@ -1,8 +1,8 @@
 //! The JSON request parsers of every endpoint that takes a body, through a real server (one
 //! slot, `-n 1` so that a valid request generates one token at most, a small context; the model
 //! is `LLAMAFILE_FUZZ_SERVER_MODEL`, which tools/fuzz.sh points at a tiny synthetic model with
-//! the first 4,096 tokens of SmolLM2's vocabulary so a request costs little, else SmolLM2 itself): the first byte of the
-//! input picks the endpoint, the rest is the body. Requests go over one keep-alive connection,
+//! the first 4,096 tokens of SmolLM2's vocabulary so a request costs little, else SmolLM2
+//! itself): the first byte of the input picks the endpoint, the rest is the body. Requests go over one keep-alive connection,
 //! opened again whenever the server closes it. Oracle: every request is answered within the
 //! time limit, with 200 or a 4xx/501 whose body is JSON naming the problem; never a panic (in any
 //! server thread), a hang, a 5xx or a dropped connection.

@@ -10,8 +10,9 @@
 //! Isolation is on once [`enable`] names the executable (the `llamafile` binary does so at
 //! start); a library user that never calls it renders in-process, with the budget only.
 
-use super::template::{ChatError, ChatTemplate, Message};
+use super::template::{ChatError, ChatTemplate, Message, TemplateSpec};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -55,20 +56,18 @@ pub(super) fn worker_exe() -> Option<&'static Path> {
     WORKER_EXE.get().map(PathBuf::as_path)
 }
 
-/// One piece of work for a worker: compile `source`, then render `render` if given.
+/// One piece of work for a worker: compile `spec`, then render `render` if given. Borrowed
+/// where it is sent, owned where it is read.
 #[derive(Serialize, Deserialize)]
-pub(super) struct Job {
-    pub source: String,
-    pub bos_token: String,
-    pub eos_token: String,
-    pub fuel: u64,
-    pub render: Option<RenderArgs>,
+pub(super) struct Job<'a> {
+    pub spec: Cow<'a, TemplateSpec>,
+    pub render: Option<RenderArgs<'a>>,
 }
 
 /// The arguments of [`ChatTemplate::render`].
 #[derive(Serialize, Deserialize)]
-pub(super) struct RenderArgs {
-    pub messages: Vec<Message>,
+pub(super) struct RenderArgs<'a> {
+    pub messages: Cow<'a, [Message]>,
     pub add_generation_prompt: bool,
 }
 
@@ -118,8 +117,7 @@ pub fn serve_if_worker() -> Option<std::process::ExitCode> {
 }
 
 fn do_job(job: Job) -> Result<Option<String>, ChatError> {
-    let mut t = ChatTemplate::in_process(&job.source, &job.bos_token, &job.eos_token)?;
-    t.set_fuel(job.fuel);
+    let t = ChatTemplate::compile(job.spec.into_owned())?;
     match job.render {
         Some(r) => t.render(&r.messages, r.add_generation_prompt).map(Some),
         None => Ok(None),
@@ -128,8 +126,6 @@ fn do_job(job: Job) -> Result<Option<String>, ChatError> {
 
 /// Runs `job` in a worker started from `exe`, stopped after `deadline`.
 pub(super) fn run(exe: &Path, job: &Job, deadline: Duration) -> Result<Option<String>, ChatError> {
-    let spawn_failed =
-        |e: std::io::Error| ChatError::Worker(format!("cannot start {}: {e}", exe.display()));
     let input = serde_json::to_vec(job).map_err(|e| ChatError::Worker(e.to_string()))?;
     let mut child = Command::new(exe)
         .env(WORKER_ENV, "1")
@@ -137,7 +133,7 @@ pub(super) fn run(exe: &Path, job: &Job, deadline: Duration) -> Result<Option<St
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(spawn_failed)?;
+        .map_err(|e| ChatError::Worker(format!("cannot start {}: {e}", exe.display())))?;
     // The worker reads all of its input before it does anything, so the limits are in place
     // before the template runs.
     limit_resources(child.id(), deadline);
@@ -181,7 +177,9 @@ pub(super) fn run(exe: &Path, job: &Job, deadline: Duration) -> Result<Option<St
         // (it may be blocked writing the rest)
         let _ = child.kill();
     }
-    let status = child.wait().map_err(spawn_failed);
+    let status = child
+        .wait()
+        .map_err(|e| ChatError::Worker(format!("cannot wait for the worker: {e}")));
     let _ = reader.join();
     let status = status?;
     if too_long {

@@ -7,6 +7,7 @@ use crate::gguf::GgufFile;
 use crate::tokenizer::Tokenizer;
 use minijinja::{Environment, ErrorKind, Value};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::path::Path;
 use std::time::Duration;
 
@@ -52,13 +53,31 @@ pub enum ChatError {
 /// (a few dozen per message), and a second or so of work for a template that loops on purpose.
 pub const RENDER_FUEL: u64 = 20_000_000;
 
+/// What a chat template is made of: its source, the special-token texts it sees, and the
+/// instruction budget of each rendering. Sent whole to a worker (see `isolate`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct TemplateSpec {
+    pub source: String,
+    pub bos_token: String,
+    pub eos_token: String,
+    pub fuel: u64,
+}
+
+impl TemplateSpec {
+    fn new(source: &str, bos_token: &str, eos_token: &str) -> TemplateSpec {
+        TemplateSpec {
+            source: source.to_string(),
+            bos_token: bos_token.to_string(),
+            eos_token: eos_token.to_string(),
+            fuel: RENDER_FUEL,
+        }
+    }
+}
+
 /// A compiled chat template with the special-token texts it may refer to.
 pub struct ChatTemplate {
     engine: Engine,
-    source: String,
-    bos_token: String,
-    eos_token: String,
-    fuel: u64,
+    spec: TemplateSpec,
 }
 
 /// Where a template runs.
@@ -78,11 +97,10 @@ impl ChatTemplate {
     /// `isolate::enable` has named an executable, the template is compiled and rendered in
     /// child processes that are stopped past a deadline (a GGUF's template is untrusted code).
     pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<ChatTemplate, ChatError> {
+        let spec = TemplateSpec::new(source, bos_token, eos_token);
         match isolate::worker_exe() {
-            Some(exe) => {
-                ChatTemplate::in_child(exe, source, bos_token, eos_token, isolate::DEADLINE)
-            }
-            None => ChatTemplate::in_process(source, bos_token, eos_token),
+            Some(exe) => ChatTemplate::isolated(exe, spec, isolate::DEADLINE),
+            None => ChatTemplate::compile(spec),
         }
     }
 
@@ -96,58 +114,62 @@ impl ChatTemplate {
         eos_token: &str,
         deadline: Duration,
     ) -> Result<ChatTemplate, ChatError> {
-        let t = ChatTemplate {
-            engine: Engine::Isolated { exe, deadline },
-            source: source.to_string(),
-            bos_token: bos_token.to_string(),
-            eos_token: eos_token.to_string(),
-            fuel: RENDER_FUEL,
-        };
-        // Compiled once here, so that a syntax error shows when the template is loaded.
-        isolate::run(exe, &t.job(None), deadline)?;
-        Ok(t)
+        ChatTemplate::isolated(
+            exe,
+            TemplateSpec::new(source, bos_token, eos_token),
+            deadline,
+        )
     }
 
     /// Compiles `source` to run in this process, bounded by the instruction budget only: for
-    /// templates that are not untrusted (built-in ones, and inside a worker).
+    /// trusted templates (built-in ones, and inside a worker).
     pub fn in_process(
         source: &str,
         bos_token: &str,
         eos_token: &str,
     ) -> Result<ChatTemplate, ChatError> {
+        ChatTemplate::compile(TemplateSpec::new(source, bos_token, eos_token))
+    }
+
+    fn isolated(
+        exe: &'static Path,
+        spec: TemplateSpec,
+        deadline: Duration,
+    ) -> Result<ChatTemplate, ChatError> {
+        // Compiled once here, so that a syntax error shows when the template is loaded.
+        let job = Job {
+            spec: Cow::Borrowed(&spec),
+            render: None,
+        };
+        isolate::run(exe, &job, deadline)?;
+        Ok(ChatTemplate {
+            engine: Engine::Isolated { exe, deadline },
+            spec,
+        })
+    }
+
+    /// `spec` compiled here.
+    pub(super) fn compile(spec: TemplateSpec) -> Result<ChatTemplate, ChatError> {
         let mut env = Environment::new();
         // transformers renders chat templates with these two settings.
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
         // A GGUF's template is untrusted code: bound what one rendering may do.
-        env.set_fuel(Some(RENDER_FUEL));
+        env.set_fuel(Some(spec.fuel));
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
-        env.add_template_owned("chat", source.to_string())
+        env.add_template_owned("chat", spec.source.clone())
             .map_err(|e| ChatError::Syntax(describe(&e)))?;
         Ok(ChatTemplate {
             engine: Engine::InProcess(Box::new(env)),
-            source: source.to_string(),
-            bos_token: bos_token.to_string(),
-            eos_token: eos_token.to_string(),
-            fuel: RENDER_FUEL,
+            spec,
         })
     }
 
     /// Whether renderings run in child processes that can be stopped.
     pub fn is_isolated(&self) -> bool {
         matches!(self.engine, Engine::Isolated { .. })
-    }
-
-    fn job(&self, render: Option<RenderArgs>) -> Job {
-        Job {
-            source: self.source.clone(),
-            bos_token: self.bos_token.clone(),
-            eos_token: self.eos_token.clone(),
-            fuel: self.fuel,
-            render,
-        }
     }
 
     /// The ChatML template llama.cpp falls back to.
@@ -174,7 +196,7 @@ impl ChatTemplate {
     /// fuzz harness lowers it: a template that loops until the budget runs out takes the same
     /// paths on a smaller one, in a fraction of the time.
     pub fn set_fuel(&mut self, fuel: u64) {
-        self.fuel = fuel;
+        self.spec.fuel = fuel;
         if let Engine::InProcess(env) = &mut self.engine {
             env.set_fuel(Some(fuel));
         }
@@ -182,7 +204,7 @@ impl ChatTemplate {
 
     /// The Jinja source.
     pub fn source(&self) -> &str {
-        &self.source
+        &self.spec.source
     }
 
     /// The prompt text for `messages`, ending with the assistant's opening when
@@ -195,11 +217,14 @@ impl ChatTemplate {
         let env = match &self.engine {
             Engine::InProcess(env) => env,
             Engine::Isolated { exe, deadline } => {
-                let args = RenderArgs {
-                    messages: messages.to_vec(),
-                    add_generation_prompt,
+                let job = Job {
+                    spec: Cow::Borrowed(&self.spec),
+                    render: Some(RenderArgs {
+                        messages: Cow::Borrowed(messages),
+                        add_generation_prompt,
+                    }),
                 };
-                let text = isolate::run(exe, &self.job(Some(args)), *deadline)?;
+                let text = isolate::run(exe, &job, *deadline)?;
                 return text.ok_or_else(|| ChatError::Worker("it rendered nothing".into()));
             }
         };
@@ -209,8 +234,8 @@ impl ChatTemplate {
         let ctx = minijinja::context! {
             messages => Value::from_serialize(messages),
             add_generation_prompt => add_generation_prompt,
-            bos_token => self.bos_token.as_str(),
-            eos_token => self.eos_token.as_str(),
+            bos_token => self.spec.bos_token.as_str(),
+            eos_token => self.spec.eos_token.as_str(),
             tools => Value::from(()),
         };
         tmpl.render(ctx)

@@ -284,9 +284,6 @@ impl Sampler {
         }
         self.mirostat = saved;
         let mut masked = logits.to_vec();
-        if let Some(m) = self.matcher.as_mut() {
-            m.clear_stack_limit_hit();
-        }
         if !self.apply_grammar(&mut masked) {
             // Nothing can continue the grammar with this vocabulary: end generation, saying so
             // when this mask refused bytes for the matcher's bound rather than the grammar.
@@ -323,11 +320,13 @@ impl Sampler {
         self.captured = out;
     }
 
-    /// Sets the logits of tokens the grammar rejects to `-inf`; false when none is left.
+    /// Sets the logits of tokens the grammar rejects to `-inf`; false when none is left. The
+    /// matcher's `stack_limit_hit` then tells whether this mask refused bytes for its bound.
     pub fn apply_grammar(&mut self, logits: &mut [f32]) -> bool {
         let Some(m) = self.matcher.as_mut() else {
             return true;
         };
+        m.clear_stack_limit_hit();
         let mut allowed = vec![false; logits.len()];
         self.vocab.trie().allowed(m, |id| {
             if let Some(a) = allowed.get_mut(id as usize) {

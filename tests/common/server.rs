@@ -31,21 +31,35 @@ pub fn start_with(model: &Path, args: &[&str]) -> Server {
 
 /// [`start_with`] with environment variables `env` set.
 pub fn start_with_env(model: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_llamafile"));
+    start_exe(Path::new(env!("CARGO_BIN_EXE_llamafile")), model, args, env)
+}
+
+/// [`start_with_env`] from executable `exe` (a copy of the binary, say).
+pub fn start_exe(exe: &Path, model: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+    let mut cmd = Command::new(exe);
     cmd.envs(env.iter().copied());
     cmd.arg("-m").arg(model).args(["--nobrowser", "-t", "2"]);
     if !args.contains(&"--port") {
         cmd.args(["--port", "0"]);
     }
-    let mut child = cmd
-        .args(args)
+    cmd.args(args)
         .env_remove("DISPLAY")
         .env_remove("WAYLAND_DISPLAY")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the server");
+        .stderr(Stdio::inherit());
+    // A copy just written may be "text file busy" for a moment: a child another test forked
+    // while the copy was open for writing holds it open until it execs.
+    let mut tries = 0;
+    let mut child = loop {
+        match cmd.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => break other.expect("start the server"),
+        }
+    };
     let stdout = child.stdout.take().unwrap();
     let mut lines = BufReader::new(stdout).lines();
     let line = lines
