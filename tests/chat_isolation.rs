@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::http::post;
+use common::http::{post, Reply};
 use common::server::{start_exe, start_with};
 use common::{assert_one_line_error, llamafile_with_input, model_path};
 use llamafile::chat::{ChatError, ChatTemplate, Message, CHATML};
@@ -49,6 +49,15 @@ fn assert_stopped(e: ChatError, needle: &str) {
         matches!(e, ChatError::Stopped(ref m) if m.contains(needle)),
         "{e}"
     );
+}
+
+/// The server's `/apply-template` for one user message.
+fn apply_template(port: u16, content: &str) -> Reply {
+    post(
+        port,
+        "/apply-template",
+        &json!({"messages": [{"role": "user", "content": content}]}),
+    )
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -161,13 +170,7 @@ fn the_server_answers_400_for_a_template_stopped_on_some_messages() {
     );
     std::fs::write(&file, source).unwrap();
     let srv = start_with(&m, &["--chat-template-file", file.to_str().unwrap()]);
-    let apply = |content: &str| {
-        post(
-            srv.port,
-            "/apply-template",
-            &json!({"messages": [{"role": "user", "content": content}]}),
-        )
-    };
+    let apply = |content: &str| apply_template(srv.port, content);
     let r = apply("boom");
     assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
     let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
@@ -200,11 +203,7 @@ fn a_model_whose_template_never_compiles_is_served_with_chatml() {
     w.write_file(&hostile).unwrap();
     // Starting takes the worker's deadline (10 s), then falls back with a warning.
     let srv = start_with(&hostile, &[]);
-    let r = post(
-        srv.port,
-        "/apply-template",
-        &json!({"messages": [{"role": "user", "content": "hi"}]}),
-    );
+    let r = apply_template(srv.port, "hi");
     assert_eq!(
         r.json()["prompt"],
         "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
@@ -232,11 +231,7 @@ fn templates_render_after_the_executable_is_deleted() {
     std::fs::copy(worker(), &copy).unwrap();
     let srv = start_exe(&copy, &m, &[], &[]);
     std::fs::remove_file(&copy).unwrap();
-    let r = post(
-        srv.port,
-        "/apply-template",
-        &json!({"messages": [{"role": "user", "content": "hi"}]}),
-    );
+    let r = apply_template(srv.port, "hi");
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert!(r.json()["prompt"].as_str().unwrap().contains("hi"));
 }
