@@ -2,43 +2,23 @@
 //! options to the engine. This is the edge where errors gain context for the user.
 
 use crate::backend::{Backend, GpuLayers, LayerPlan};
-use crate::bundle::{resolve_model, Bundle};
+use crate::bundle::Bundle;
 use crate::cli::Cli;
+use crate::engine::loaded::{load_model, Loaded};
+use crate::engine::session::Session;
 use crate::escapes::process_escapes;
-use crate::generate::Session;
-use crate::gguf::GgufFile;
 use crate::gpu::backend::CudaBackend;
 use crate::gpu::startup::{probe_for_run, GpuStart};
 use crate::gpu::{line_on_gpu, GpuMode};
 use crate::model::Model;
 use crate::perplexity::perplexity;
-use crate::sampling::grammar::json_schema;
-use crate::sampling::{Grammar, Sampler, SamplerKind, SamplingParams, TokenVocab};
+use crate::sampling::{Sampler, TokenVocab};
 use crate::stop_text::StopText;
 use crate::timings::RunClock;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use anyhow::{bail, Context, Result};
 use std::io::Write;
 use std::sync::Arc;
-
-/// A model with its tokenizer.
-pub struct Loaded {
-    pub model: Model,
-    pub tokenizer: Tokenizer,
-}
-
-/// Opens the model named `name` (a GGUF file, a llamafile, or an entry of our own ZIP `own`),
-/// mapping its weights in place.
-pub fn load_model(name: &str, own: Option<&Bundle>) -> Result<Loaded> {
-    let loc = resolve_model(name, own)?;
-    let file = GgufFile::open_range(&loc.path, loc.offset, loc.len)
-        .with_context(|| format!("cannot load {name}"))?;
-    let file = Arc::new(file);
-    let model = Model::load(file.clone()).with_context(|| format!("cannot load {name}"))?;
-    let tokenizer = Tokenizer::from_gguf(&file)
-        .with_context(|| format!("cannot load the tokenizer of {name}"))?;
-    Ok(Loaded { model, tokenizer })
-}
 
 /// Places `model`'s blocks as `-ngl` asks (llama.cpp's default when absent: `auto`) on the GPU
 /// the start-up probe found, building the CUDA backend for the plan's device layers, and prints
@@ -279,12 +259,7 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
         )),
         None => None,
     };
-    let seed = if cli.seed < 0 {
-        random_seed()
-    } else {
-        cli.seed as u64
-    };
-    let mut params = sampling_from_cli(cli, seed)?;
+    let mut params = cli.sampling_params(cli.resolved_seed())?;
     if cli.compat.ignore_eos {
         // As llama.cpp: end-of-generation tokens are never sampled.
         let eog = tok.eog_ids().iter().map(|&id| (id, f32::NEG_INFINITY));
@@ -294,7 +269,7 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
     let mut session = Session::new(&loaded.model, n_ctx, cli.forward_batch());
     session.context_shift = cli
         .context_shift
-        .then(|| crate::generate::keep_tokens(cli.keep, &prompt, tok.bos()));
+        .then(|| crate::engine::session::keep_tokens(cli.keep, &prompt, tok.bos()));
     let draft = match &cli.spec.model_draft {
         Some(name) => Some(
             load_model(name, None)
@@ -302,8 +277,8 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
         ),
         None => None,
     };
-    let mut spec = crate::speculative::setup::build(
-        &cli.spec,
+    let mut spec = crate::engine::speculative::setup::build(
+        &cli.spec.options(),
         loaded,
         draft.as_ref(),
         n_ctx,
@@ -320,7 +295,7 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
     let mut reverse_prompts = StopText::new(cli.compat.reverse_prompt.clone());
     let watch_reverse = !cli.compat.reverse_prompt.is_empty();
     let mut write_err = None;
-    let on_token = |ev: &crate::generate::TokenEvent| {
+    let on_token = |ev: &crate::engine::session::TokenEvent| {
         clock.mark_token();
         if let Some(t) = trace.as_mut() {
             if let Err(e) = write_trace(t, tok, ev.id, ev.logits) {
@@ -371,105 +346,6 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
     Ok(())
 }
 
-/// The sampling flags as validated settings; `seed` is the resolved `--seed`.
-pub fn sampling_from_cli(cli: &Cli, seed: u64) -> Result<SamplingParams> {
-    let mut p = SamplingParams {
-        temperature: cli.temp,
-        dynatemp_range: cli.dynatemp_range,
-        dynatemp_exponent: cli.dynatemp_exp,
-        top_k: cli.top_k,
-        top_p: cli.top_p,
-        min_p: cli.min_p,
-        typical_p: cli.typical,
-        top_n_sigma: cli.top_n_sigma,
-        xtc_probability: cli.xtc_probability,
-        xtc_threshold: cli.xtc_threshold,
-        repeat_penalty: cli.repeat_penalty,
-        repeat_last_n: cli.repeat_last_n,
-        frequency_penalty: cli.frequency_penalty,
-        presence_penalty: cli.presence_penalty,
-        dry_multiplier: cli.dry_multiplier,
-        dry_base: cli.dry_base,
-        dry_allowed_length: cli.dry_allowed_length,
-        dry_penalty_last_n: cli.dry_penalty_last_n,
-        mirostat: cli.mirostat,
-        mirostat_tau: cli.mirostat_ent,
-        mirostat_eta: cli.mirostat_lr,
-        seed,
-        ..SamplingParams::default()
-    };
-    if cli.mirostat > 2 {
-        bail!("--mirostat must be 0, 1 or 2, not {}", cli.mirostat);
-    }
-    if !cli.dry_sequence_breaker.is_empty() {
-        p.dry_sequence_breakers = if cli.dry_sequence_breaker == ["none"] {
-            Vec::new()
-        } else {
-            cli.dry_sequence_breaker
-                .iter()
-                .map(|b| process_escapes(b))
-                .collect()
-        };
-    }
-    // Cli::settle keeps only the later of --samplers and --sampling-seq.
-    if let Some(list) = &cli.samplers {
-        p.samplers =
-            SamplerKind::parse_list(list).map_err(|e| anyhow::anyhow!("--samplers: {e}"))?;
-    } else if let Some(seq) = &cli.sampling_seq {
-        p.samplers =
-            SamplerKind::parse_letters(seq).map_err(|e| anyhow::anyhow!("--sampling-seq: {e}"))?;
-    }
-    for b in &cli.logit_bias {
-        p.logit_bias.push(parse_logit_bias(b)?);
-    }
-    p.grammar = grammar_from_cli(cli)?.map(Arc::new);
-    Ok(p)
-}
-
-/// llama.cpp's `--logit-bias TOKEN_ID(+/-)BIAS`.
-fn parse_logit_bias(text: &str) -> Result<(u32, f32)> {
-    let bad = || {
-        anyhow::anyhow!(
-            "--logit-bias {text}: expected TOKEN_ID(+/-)BIAS, e.g. 15043+1 or 15043-inf"
-        )
-    };
-    let at = text.find(['+', '-']).ok_or_else(bad)?;
-    let id: u32 = text[..at].parse().map_err(|_| bad())?;
-    let bias: f32 = text[at..].parse().map_err(|_| bad())?;
-    if bias.is_nan() {
-        return Err(bad());
-    }
-    Ok((id, bias))
-}
-
-/// The grammar from --grammar, --grammar-file, --json-schema or --json-schema-file (Cli::settle
-/// keeps only the last of them given).
-fn grammar_from_cli(cli: &Cli) -> Result<Option<Grammar>> {
-    let read = |p: &std::path::Path| {
-        std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))
-    };
-    let parse =
-        |flag: &str, gbnf: &str| Grammar::parse(gbnf).map_err(|e| anyhow::anyhow!("{flag}: {e}"));
-    let grammar = if let Some(g) = &cli.grammar {
-        parse("--grammar", g)?
-    } else if let Some(f) = &cli.grammar_file {
-        parse(&format!("--grammar-file {}", f.display()), &read(f)?)?
-    } else if let Some(s) = &cli.json_schema {
-        schema_grammar("--json-schema", s)?
-    } else if let Some(f) = &cli.json_schema_file {
-        schema_grammar(&format!("--json-schema-file {}", f.display()), &read(f)?)?
-    } else {
-        return Ok(None);
-    };
-    Ok(Some(grammar))
-}
-
-fn schema_grammar(flag: &str, text: &str) -> Result<Grammar> {
-    let schema: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| anyhow::anyhow!("{flag}: not valid JSON: {e}"))?;
-    json_schema::to_grammar(&schema).map_err(|e| anyhow::anyhow!("{flag}: {e}"))
-}
-
 /// One `--trace-tokens` line: the token, its text and the five highest logits.
 fn write_trace(
     out: &mut impl Write,
@@ -486,13 +362,4 @@ fn write_trace(
     let piece = String::from_utf8_lossy(tok.token_to_piece(id, true)).into_owned();
     let line = serde_json::json!({ "id": id, "piece": piece, "top": top });
     writeln!(out, "{line}")
-}
-
-fn random_seed() -> u64 {
-    use std::time::{SystemTime, UNIX_EPOCH};
-    let t = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    t ^ ((std::process::id() as u64) << 32)
 }

@@ -13,8 +13,8 @@
 //! and sample standard deviation of the per-run tokens/second. This module owns measuring and
 //! reporting only; the forward pass is `model::forward`'s.
 
-use crate::app::Loaded;
 use crate::cli::Cli;
+use crate::engine::loaded::Loaded;
 use crate::gguf::GgufFile;
 use crate::model::{Batch, Model};
 use anyhow::{bail, Result};

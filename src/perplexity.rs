@@ -2,7 +2,7 @@
 //! first token of each replaced by BOS when the model wants one), each chunk is run from an
 //! empty cache, and the second half of each chunk is scored.
 
-use crate::generate::Session;
+use crate::engine::session::Session;
 use crate::model::Model;
 use std::io::Write;
 

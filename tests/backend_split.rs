@@ -8,9 +8,9 @@
 mod common;
 
 use common::{llamafile, model_path};
-use llamafile::app::{load_model, Loaded};
 use llamafile::backend::{Placement, SeqCache};
-use llamafile::generate::{shift_context, Session};
+use llamafile::engine::session::{shift_context, Session};
+use llamafile::engine::{load_model, Loaded};
 use llamafile::model::{Batch, Model};
 use std::process::Command;
 

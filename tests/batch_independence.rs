@@ -6,7 +6,7 @@
 mod common;
 
 use common::model_path;
-use llamafile::app::load_model;
+use llamafile::engine::load_model;
 use llamafile::model::Batch;
 
 const STEPS: usize = 6;

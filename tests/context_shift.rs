@@ -5,8 +5,8 @@
 mod common;
 
 use common::{llamafile, model_path};
-use llamafile::app::load_model;
-use llamafile::generate::Session;
+use llamafile::engine::load_model;
+use llamafile::engine::session::Session;
 
 const SMOLLM: &str = "SmolLM2-135M-Instruct.Q4_1";
 
@@ -26,7 +26,7 @@ fn shifted_keys_equal_fresh_keys_at_the_new_positions() {
     let mut shifted = Session::new(&m.model, 64, 512);
     shifted.feed(&tokens, false);
     shifted.context_shift = Some(keep);
-    assert!(llamafile::generate::shift_context(
+    assert!(llamafile::engine::session::shift_context(
         &m.model,
         &mut shifted.cache,
         &mut shifted.tokens,

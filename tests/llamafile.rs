@@ -114,7 +114,7 @@ fn reference_continuation(model: &Path, prompt: &str, n: usize) -> String {
         .iter()
         .find(|g| g["prompt"] == prompt)
         .unwrap_or_else(|| panic!("no reference generation for {prompt:?}"));
-    let eog = llamafile::app::load_model(model.to_str().unwrap(), None)
+    let eog = llamafile::engine::load_model(model.to_str().unwrap(), None)
         .expect("load SmolLM2")
         .tokenizer;
     let mut text = String::new();
@@ -268,7 +268,7 @@ fn weights_are_mapped_from_the_llamafile_itself_with_no_copy() {
         .locate("/zip/SmolLM2-135M-Instruct.Q4_1.gguf")
         .unwrap();
     let n_ctx = 512u64;
-    let config = llamafile::app::load_model(model.to_str().unwrap(), None)
+    let config = llamafile::engine::load_model(model.to_str().unwrap(), None)
         .unwrap()
         .model
         .config;

@@ -11,11 +11,11 @@ mod common;
 
 use common::synth::synth_model_of;
 use common::{assert_one_line_error, llamafile, model_path};
-use llamafile::app::{load_model, Loaded};
 use llamafile::cli;
-use llamafile::generate::Session;
+use llamafile::engine::session::Session;
+use llamafile::engine::speculative::{setup, SpecStats};
+use llamafile::engine::{load_model, Loaded};
 use llamafile::sampling::{Sampler, SamplingParams, TokenVocab};
-use llamafile::speculative::{setup, SpecStats};
 use std::sync::Arc;
 
 const N: i64 = 40;
@@ -40,7 +40,7 @@ fn generate(m: &Loaded, flags: Option<&[&str]>, temperature: f32) -> (Vec<u32>, 
     );
     let mut out = Vec::new();
     let is_eog = |id| m.tokenizer.is_eog(id);
-    let on_token = |ev: &llamafile::generate::TokenEvent| {
+    let on_token = |ev: &llamafile::engine::session::TokenEvent| {
         out.push(ev.id);
         true
     };
@@ -52,7 +52,8 @@ fn generate(m: &Loaded, flags: Option<&[&str]>, temperature: f32) -> (Vec<u32>, 
     argv.extend_from_slice(flags);
     let args = cli::parse(argv.into_iter().map(Into::into).collect())
         .expect("flags parse")
-        .spec;
+        .spec
+        .options();
     let mut spec = setup::build(&args, m, None, 512, 512)
         .expect("speculator")
         .expect("speculation asked for");

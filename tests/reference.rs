@@ -4,7 +4,7 @@
 mod common;
 
 use common::{model_path, reference, reference_dir, reference_ppl, MODELS};
-use llamafile::generate::Session;
+use llamafile::engine::session::Session;
 use llamafile::sampling::{Sampler, SamplingParams, TokenVocab};
 use std::sync::Arc;
 
@@ -16,9 +16,9 @@ fn ids(v: &serde_json::Value) -> Vec<u32> {
         .collect()
 }
 
-fn load(stem: &str) -> Option<llamafile::app::Loaded> {
+fn load(stem: &str) -> Option<llamafile::engine::Loaded> {
     let path = model_path(stem)?;
-    Some(llamafile::app::load_model(path.to_str().unwrap(), None).expect("model loads"))
+    Some(llamafile::engine::load_model(path.to_str().unwrap(), None).expect("model loads"))
 }
 
 /// Feeds each prompt plus llama.cpp's generated tokens and compares every step's logits.

@@ -7,8 +7,8 @@
 
 mod common;
 
-use llamafile::app::load_model;
-use llamafile::generate::Session;
+use llamafile::engine::load_model;
+use llamafile::engine::session::Session;
 use llamafile::sampling::grammar::json_schema;
 use llamafile::sampling::{Grammar, Sampler, SamplingParams, TokenVocab};
 use std::sync::Arc;

@@ -7,11 +7,12 @@
 mod common;
 
 use common::{assert_one_line_error, llamafile, model_path};
-use llamafile::app::{load_model, Loaded};
-use llamafile::cli::{self, SpecArgs};
-use llamafile::generate::Session;
+use llamafile::cli;
+use llamafile::engine::session::Session;
+use llamafile::engine::speculative::setup::{self, SpecOptions};
+use llamafile::engine::speculative::SpecStats;
+use llamafile::engine::{load_model, Loaded};
 use llamafile::sampling::{Sampler, SamplingParams, TokenVocab};
-use llamafile::speculative::{setup, SpecStats};
 use std::sync::Arc;
 
 const TARGET: &str = "qwen2.5-coder-1.5b-instruct";
@@ -24,12 +25,13 @@ fn load(stem: &str) -> Option<Loaded> {
     Some(load_model(p.to_str().unwrap(), None).expect("model loads"))
 }
 
-fn spec_args(flags: &[&str]) -> SpecArgs {
+fn spec_args(flags: &[&str]) -> SpecOptions {
     let mut argv = vec!["llamafile"];
     argv.extend_from_slice(flags);
     cli::parse(argv.into_iter().map(Into::into).collect())
         .expect("flags parse")
         .spec
+        .options()
 }
 
 fn sampler(m: &Loaded, temperature: f32) -> Sampler {
@@ -56,7 +58,7 @@ fn generate(
     let mut smp = sampler(m, temperature);
     let mut out = Vec::new();
     let is_eog = |id| m.tokenizer.is_eog(id);
-    let on_token = |ev: &llamafile::generate::TokenEvent| {
+    let on_token = |ev: &llamafile::engine::session::TokenEvent| {
         out.push(ev.id);
         true
     };

@@ -22,8 +22,8 @@ pub use builtin::{builtin, names as builtin_names};
 pub use template::{ChatError, ChatTemplate, Message, CHATML, RENDER_FUEL};
 pub use terminal::{run_chat, ChatOptions};
 
-use crate::app::Loaded;
 use crate::cli::Cli;
+use crate::engine::loaded::Loaded;
 
 /// `--chat`: a terminal conversation on stdin/stdout; `system` (from `-p`/`-f`) opens it.
 pub fn run_from_cli(
@@ -36,17 +36,9 @@ pub fn run_from_cli(
         Some(t) => t,
         None => ChatTemplate::from_gguf(&loaded.model.file, &loaded.tokenizer)?,
     };
-    let seed = if cli.seed < 0 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0)
-    } else {
-        cli.seed as u64
-    };
     let opts = ChatOptions {
         system,
-        sampling: crate::app::sampling_from_cli(cli, seed)?,
+        sampling: cli.sampling_params(cli.resolved_seed())?,
         n_ctx,
         n_batch: cli.forward_batch(),
         n_predict: cli.n_predict,

@@ -3,7 +3,7 @@
 //! already in the KV cache are fed, so a long conversation costs one turn per turn.
 
 use super::{ChatTemplate, Message};
-use crate::generate::Session;
+use crate::engine::session::Session;
 use crate::model::Model;
 use crate::sampling::{Sampler, SamplingParams, TokenVocab};
 use crate::tokenizer::{StreamDecoder, Tokenizer};

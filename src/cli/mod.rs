@@ -15,6 +15,7 @@ mod hardware;
 mod logging;
 mod model_flags;
 mod sampling_flags;
+mod sampling_params;
 mod server_flags;
 mod spec;
 mod table;
@@ -22,7 +23,7 @@ mod table;
 pub use compat::CompatArgs;
 pub use embedding_flags::EmbeddingArgs;
 pub use gpu_flags::GpuArgs;
-pub use server_flags::ServerArgs;
+pub use server_flags::{ServerArgs, DEFAULT_TIMEOUT_SECS};
 pub use spec::SpecArgs;
 
 use clap::parser::ValueSource;
@@ -401,7 +402,7 @@ pub struct Cli {
     #[arg(
         long = "timeout",
         value_name = "SECONDS",
-        default_value_t = crate::server::http::DEFAULT_TIMEOUT_SECS,
+        default_value_t = DEFAULT_TIMEOUT_SECS,
         value_parser = clap::value_parser!(u64).range(1..),
         env = "LLAMA_ARG_TIMEOUT"
     )]

@@ -9,6 +9,9 @@
 use super::table::{equals, pair, switch, valued, Check, Effect, Flag};
 use clap::{ArgMatches, Args};
 
+/// `-to/--timeout`'s default, in seconds.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 10;
+
 /// Server flags this program acts on.
 #[derive(Args, Debug, Clone, Default)]
 pub struct ServerArgs {

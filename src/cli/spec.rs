@@ -3,6 +3,7 @@
 //! refused where they would ask for one.
 
 use super::table::{equals, valued, Check, Effect, Flag};
+use crate::engine::speculative::setup::SpecOptions;
 use clap::Args;
 
 /// Speculative decoding flags (llama.cpp's names and their older aliases).
@@ -63,6 +64,21 @@ pub struct SpecArgs {
 }
 
 impl SpecArgs {
+    /// The settings these flags ask for.
+    pub fn options(&self) -> SpecOptions {
+        SpecOptions {
+            model_draft: self.model_draft.clone(),
+            spec_type: self.spec_type.clone(),
+            draft_max: self.draft_max,
+            draft_min: self.draft_min,
+            draft_p_min: self.draft_p_min,
+            ngram_size_n: self.ngram_size_n,
+            ngram_size_m: self.ngram_size_m,
+            n_layer_exit_draft: self.n_layer_exit_draft,
+            moe_draft_experts: self.moe_draft_experts,
+        }
+    }
+
     /// llama.cpp's older variables for the draft sizes, read when neither the flag nor its
     /// current variable is given.
     pub fn resolve(&mut self, m: &clap::ArgMatches) -> Result<(), String> {
@@ -204,3 +220,67 @@ pub const FLAGS: &[Flag] = &[
         Effect::NoOp(NOT_BUILT_KIND),
     ),
 ];
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::speculative::setup::{spec_types, SpecError, SpecOptions, SpecType};
+
+    fn args(argv: &[&str]) -> SpecOptions {
+        let mut full = vec!["llamafile"];
+        full.extend_from_slice(argv);
+        super::super::parse(full.into_iter().map(Into::into).collect())
+            .unwrap()
+            .spec
+            .options()
+    }
+
+    #[test]
+    fn types_in_trying_order() {
+        assert_eq!(spec_types(&args(&[])).unwrap(), vec![]);
+        assert_eq!(
+            spec_types(&args(&[
+                "--model-draft",
+                "d.gguf",
+                "--spec-type",
+                "ngram-simple"
+            ]))
+            .unwrap(),
+            vec![SpecType::NgramSimple, SpecType::Draft]
+        );
+        assert_eq!(
+            spec_types(&args(&["--n-layer-exit-draft", "4"])).unwrap(),
+            vec![SpecType::EarlyExit]
+        );
+        assert_eq!(
+            spec_types(&args(&[
+                "--moe-draft-experts",
+                "0",
+                "--spec-type",
+                "ngram-simple"
+            ]))
+            .unwrap(),
+            vec![SpecType::NgramSimple, SpecType::MoeDraft]
+        );
+        assert_eq!(
+            spec_types(&args(&["--spec-type", "moe-draft"])).unwrap(),
+            vec![SpecType::MoeDraft]
+        );
+        assert_eq!(spec_types(&args(&["--spec-type", "none"])).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn bad_flags_are_named() {
+        assert_eq!(
+            spec_types(&args(&["--spec-type", "ngram,draft"])),
+            Err(SpecError::UnknownType("ngram".into()))
+        );
+        assert_eq!(
+            spec_types(&args(&["--spec-type", "draft"])),
+            Err(SpecError::NoDraftModel)
+        );
+        assert_eq!(
+            spec_types(&args(&["--draft-p-min", "1.5"])),
+            Err(SpecError::PMin(1.5))
+        );
+    }
+}

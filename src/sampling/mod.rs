@@ -32,7 +32,7 @@ mod xtc;
 
 pub use candidates::{Candidate, Candidates};
 pub use grammar::Grammar;
-pub use rng::Rng;
+pub use rng::{random_seed, resolve_seed, Rng};
 pub use vocab::TokenVocab;
 
 use std::sync::Arc;

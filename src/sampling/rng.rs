@@ -1,6 +1,26 @@
 //! A small seeded random generator (xoshiro256** seeded through splitmix64): reproducible
 //! across runs and platforms for a given seed.
 
+/// A fresh seed from the clock and the process id, for a seed given as -1.
+pub fn random_seed() -> u64 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    t ^ ((std::process::id() as u64) << 32)
+}
+
+/// The one seed rule of llama.cpp's flags and requests: a negative seed asks for a fresh random
+/// one, any other is used as given.
+pub fn resolve_seed(seed: i64) -> u64 {
+    if seed < 0 {
+        random_seed()
+    } else {
+        seed as u64
+    }
+}
+
 /// Seeded pseudo-random numbers.
 #[derive(Clone, Debug)]
 pub struct Rng {

@@ -12,7 +12,7 @@ use super::slots::{Event, GenParams, Progress, Stats, Summary};
 use super::State;
 use crate::sampling::grammar::{json_schema, JSON_OBJECT_GBNF};
 use crate::sampling::logprobs::StepLogprobs;
-use crate::sampling::{Grammar, SamplerKind, SamplingParams};
+use crate::sampling::{random_seed, resolve_seed, Grammar, SamplerKind, SamplingParams};
 use crate::tokenizer::Tokenizer;
 use serde_json::{json, Value};
 use std::sync::mpsc::RecvTimeoutError;
@@ -129,8 +129,7 @@ pub fn sampling_params(o: &Obj, state: &State) -> Result<SamplingParams, ApiErro
         p.logit_bias = logit_bias(v, state)?;
     }
     p.seed = match o.int_in("seed", i64::MIN..=i64::MAX)? {
-        Some(s) if s >= 0 => s as u64,
-        Some(_) => random_seed(),
+        Some(s) => resolve_seed(s),
         None if config.seed_random => random_seed(),
         None => defaults.seed,
     };
@@ -335,15 +334,6 @@ pub fn read_extras(o: &Obj, stream: bool, p: &mut GenParams) -> Result<(), ApiEr
     p.timings_per_token = o.bool("timings_per_token")?.unwrap_or(false);
     p.return_progress = o.bool("return_progress")?.unwrap_or(false) && stream;
     Ok(())
-}
-
-/// A fresh seed from the clock (seed -1 asks for one).
-pub fn random_seed() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    t ^ 0x9e37_79b9_7f4a_7c15
 }
 
 /// Checks `prompt` (tokens) for a slot: non-empty and leaving room to generate. `field` names

@@ -50,12 +50,9 @@ pub struct Limits {
     pub write_timeout: Duration,
 }
 
-/// `-to/--timeout`'s default, in seconds.
-pub const DEFAULT_TIMEOUT_SECS: u64 = 10;
-
 impl Default for Limits {
     fn default() -> Limits {
-        Limits::with_timeout(Duration::from_secs(DEFAULT_TIMEOUT_SECS))
+        Limits::with_timeout(Duration::from_secs(crate::cli::DEFAULT_TIMEOUT_SECS))
     }
 }
 

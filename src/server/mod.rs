@@ -40,9 +40,9 @@ pub use error::ApiError;
 pub use metrics::Metrics;
 pub use scheduler::{Scheduler, SchedulerOptions};
 
-use crate::app::Loaded;
 use crate::chat::ChatTemplate;
 use crate::cli::Cli;
+use crate::engine::loaded::Loaded;
 use crate::sampling::SamplingParams;
 use admission::{Admission, Ticket};
 use anyhow::{bail, Context, Result};
@@ -101,7 +101,7 @@ pub struct ServerConfig {
     pub context_shift: bool,
     pub n_keep: i64,
     /// Speculative decoding flags (validated).
-    pub spec: crate::cli::SpecArgs,
+    pub spec: crate::engine::speculative::setup::SpecOptions,
     /// The embedding endpoints are served (`--embedding`).
     pub embeddings: bool,
     /// `--pooling` (`None`: the model's default).
@@ -180,7 +180,7 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
         aliases,
         tags: crate::cli::split_list(cli.srv.tags.as_deref()),
         model_path: model_name.to_string(),
-        sampling: crate::app::sampling_from_cli(cli, cli.seed.max(0) as u64)?,
+        sampling: cli.sampling_params(cli.seed.max(0) as u64)?,
         seed_random: cli.seed < 0,
         n_predict: cli.n_predict,
         http_threads: workers,
@@ -201,8 +201,9 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
         context_shift: cli.context_shift,
         n_keep: cli.keep,
         spec: {
-            crate::speculative::setup::spec_types(&cli.spec)?;
-            cli.spec.clone()
+            let spec = cli.spec.options();
+            crate::engine::speculative::setup::spec_types(&spec)?;
+            spec
         },
         embeddings: cli.emb.embedding,
         pooling: cli.emb.pooling_type,
@@ -267,7 +268,7 @@ pub fn serve_from_cli(cli: &Cli, loaded: Loaded, model_name: &str, n_ctx: usize)
     let template = crate::chat::template_override(cli, &loaded.tokenizer)?;
     let draft = match &cli.spec.model_draft {
         Some(name) => Some(
-            crate::app::load_model(name, None)
+            crate::engine::loaded::load_model(name, None)
                 .with_context(|| format!("cannot load the draft model {name}"))?,
         ),
         None => None,

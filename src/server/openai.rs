@@ -197,7 +197,7 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 fn new_id(prefix: &str) -> String {
     let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    format!("{prefix}-{:016x}{n:x}", generation::random_seed())
+    format!("{prefix}-{:016x}{n:x}", crate::sampling::random_seed())
 }
 
 /// `POST /v1/chat/completions`.

@@ -17,13 +17,13 @@ use super::slots::{
     pick_slot, Active, Event, Finish, GenParams, Job, Slot, SlotAction, SlotDone, SlotOp, Summary,
     TextStep,
 };
-use crate::app::Loaded;
 use crate::backend::SeqCache;
-use crate::cli::SpecArgs;
-use crate::generate::{keep_tokens, Session};
+use crate::engine::loaded::Loaded;
+use crate::engine::session::{keep_tokens, Session};
+use crate::engine::speculative::setup::SpecOptions;
+use crate::engine::speculative::setup::{self, SpecError};
 use crate::model::Batch;
 use crate::sampling::{logprobs, TokenVocab};
-use crate::speculative::setup::{self, SpecError};
 use crate::tokenizer::Tokenizer;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -113,7 +113,7 @@ impl Scheduler {
     pub fn start(
         loaded: Arc<Loaded>,
         draft: Option<Arc<Loaded>>,
-        spec: &SpecArgs,
+        spec: &SpecOptions,
         options: SchedulerOptions,
         metrics: Arc<Metrics>,
     ) -> Result<Scheduler, SpecError> {

@@ -13,7 +13,7 @@
 //! scheduler's.
 
 use crate::bundle::output::Output;
-use crate::generate::{Session, SessionStateError};
+use crate::engine::session::{Session, SessionStateError};
 use crate::gguf::GgufFile;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::Path;

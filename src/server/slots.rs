@@ -4,10 +4,10 @@
 //! state: streaming detokenization with stop sequences held back until they can no longer match
 //! ([`StopText`]).
 
-use crate::generate::Session;
+use crate::engine::session::Session;
+use crate::engine::speculative::Speculator;
 use crate::sampling::logprobs::StepLogprobs;
 use crate::sampling::{Sampler, SamplingParams, TokenVocab};
-use crate::speculative::Speculator;
 use crate::stop_text::StopText;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -288,7 +288,7 @@ pub fn pick_slot<'a>(
     idle.into_iter()
         .max_by_key(|s| {
             let prefix = if cache_prompt {
-                crate::generate::common_prefix(s.tokens, prompt)
+                crate::engine::session::common_prefix(s.tokens, prompt)
             } else {
                 0
             };

@@ -5,10 +5,33 @@
 use super::draft_model::{check_vocab, ModelDrafter, VocabMismatch};
 use super::ngram::NgramDrafter;
 use super::{Drafter, Speculator};
-use crate::app::Loaded;
-use crate::cli::SpecArgs;
-use crate::generate::Session;
+use crate::engine::loaded::Loaded;
+use crate::engine::session::Session;
 use crate::model::{ForwardPlan, Model};
+
+/// What speculation to run: llama.cpp's speculative-decoding settings, from flags
+/// (`cli::SpecArgs`) or a server's options.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpecOptions {
+    /// The draft model's name (`-md`).
+    pub model_draft: Option<String>,
+    /// Draft sources, comma-separated (`--spec-type`).
+    pub spec_type: Option<String>,
+    /// Most tokens drafted per step.
+    pub draft_max: usize,
+    /// Drafts shorter than this are not verified.
+    pub draft_min: usize,
+    /// A model draft stops when its best token is less likely than this.
+    pub draft_p_min: f32,
+    /// ngram-simple: length of the n-gram looked up.
+    pub ngram_size_n: usize,
+    /// ngram-simple: most tokens proposed after a match.
+    pub ngram_size_m: usize,
+    /// Draft with the target's first N layers.
+    pub n_layer_exit_draft: Option<usize>,
+    /// Draft a MoE model with N routed experts per token.
+    pub moe_draft_experts: Option<usize>,
+}
 
 /// A draft source named by `--spec-type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,7 +72,7 @@ pub enum SpecError {
 }
 
 /// The draft sources the flags ask for, in the order they are tried.
-pub fn spec_types(args: &SpecArgs) -> Result<Vec<SpecType>, SpecError> {
+pub fn spec_types(args: &SpecOptions) -> Result<Vec<SpecType>, SpecError> {
     let mut types = Vec::new();
     if let Some(list) = &args.spec_type {
         for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -90,7 +113,7 @@ pub fn spec_types(args: &SpecArgs) -> Result<Vec<SpecType>, SpecError> {
 /// The speculator for `target`, with `draft` loaded when the types include a draft model.
 /// `None` when no speculation was asked for.
 pub fn build<'a>(
-    args: &SpecArgs,
+    args: &SpecOptions,
     target: &'a Loaded,
     draft: Option<&'a Loaded>,
     n_ctx: usize,
@@ -174,67 +197,4 @@ pub fn moe_draft_plan(model: &Model, experts: Option<usize>) -> Result<ForwardPl
         routed_experts: Some(n),
         ..ForwardPlan::full(cfg)
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(argv: &[&str]) -> SpecArgs {
-        let mut full = vec!["llamafile"];
-        full.extend_from_slice(argv);
-        crate::cli::parse(full.into_iter().map(Into::into).collect())
-            .unwrap()
-            .spec
-    }
-
-    #[test]
-    fn types_in_trying_order() {
-        assert_eq!(spec_types(&args(&[])).unwrap(), vec![]);
-        assert_eq!(
-            spec_types(&args(&[
-                "--model-draft",
-                "d.gguf",
-                "--spec-type",
-                "ngram-simple"
-            ]))
-            .unwrap(),
-            vec![SpecType::NgramSimple, SpecType::Draft]
-        );
-        assert_eq!(
-            spec_types(&args(&["--n-layer-exit-draft", "4"])).unwrap(),
-            vec![SpecType::EarlyExit]
-        );
-        assert_eq!(
-            spec_types(&args(&[
-                "--moe-draft-experts",
-                "0",
-                "--spec-type",
-                "ngram-simple"
-            ]))
-            .unwrap(),
-            vec![SpecType::NgramSimple, SpecType::MoeDraft]
-        );
-        assert_eq!(
-            spec_types(&args(&["--spec-type", "moe-draft"])).unwrap(),
-            vec![SpecType::MoeDraft]
-        );
-        assert_eq!(spec_types(&args(&["--spec-type", "none"])).unwrap(), vec![]);
-    }
-
-    #[test]
-    fn bad_flags_are_named() {
-        assert_eq!(
-            spec_types(&args(&["--spec-type", "ngram,draft"])),
-            Err(SpecError::UnknownType("ngram".into()))
-        );
-        assert_eq!(
-            spec_types(&args(&["--spec-type", "draft"])),
-            Err(SpecError::NoDraftModel)
-        );
-        assert_eq!(
-            spec_types(&args(&["--draft-p-min", "1.5"])),
-            Err(SpecError::PMin(1.5))
-        );
-    }
 }

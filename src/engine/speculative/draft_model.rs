@@ -5,7 +5,7 @@
 //! under `p_min`.
 
 use super::Drafter;
-use crate::generate::Session;
+use crate::engine::session::Session;
 use crate::tokenizer::Tokenizer;
 
 /// A model-backed drafter.

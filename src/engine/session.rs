@@ -6,10 +6,10 @@
 //! session's rows with the same [`Session::verify`] the decode loop uses.
 
 use crate::backend::{BackendError, SeqCache};
+use crate::engine::speculative::Speculator;
 use crate::kv_cache::{KvCache, KvStateError};
 use crate::model::{Batch, ForwardPlan, Model};
 use crate::sampling::Sampler;
-use crate::speculative::Speculator;
 use std::ops::ControlFlow;
 
 /// Context shift of one sequence (`tokens`, whose keys and values are in `cache`): the first

@@ -1,0 +1,29 @@
+//! A model opened for running: its weights mapped in place and its tokenizer, from a GGUF file,
+//! a llamafile, or an entry of our own executable's ZIP. The engine's entry point for every
+//! front end (CLI modes, chat, bench, server, draft models).
+
+use crate::bundle::{resolve_model, Bundle};
+use crate::gguf::GgufFile;
+use crate::model::Model;
+use crate::tokenizer::Tokenizer;
+use anyhow::{Context, Result};
+use std::sync::Arc;
+
+/// A model with its tokenizer.
+pub struct Loaded {
+    pub model: Model,
+    pub tokenizer: Tokenizer,
+}
+
+/// Opens the model named `name` (a GGUF file, a llamafile, or an entry of our own ZIP `own`),
+/// mapping its weights in place.
+pub fn load_model(name: &str, own: Option<&Bundle>) -> Result<Loaded> {
+    let loc = resolve_model(name, own)?;
+    let file = GgufFile::open_range(&loc.path, loc.offset, loc.len)
+        .with_context(|| format!("cannot load {name}"))?;
+    let file = Arc::new(file);
+    let model = Model::load(file.clone()).with_context(|| format!("cannot load {name}"))?;
+    let tokenizer = Tokenizer::from_gguf(&file)
+        .with_context(|| format!("cannot load the tokenizer of {name}"))?;
+    Ok(Loaded { model, tokenizer })
+}
