@@ -6,11 +6,11 @@ use crate::bundle::Bundle;
 use crate::cli::Cli;
 use crate::engine::loaded::{load_model, Loaded};
 use crate::engine::session::Session;
+use crate::engine::PlacedModel;
 use crate::escapes::process_escapes;
 use crate::gpu::backend::CudaBackend;
 use crate::gpu::startup::{probe_for_run, GpuStart};
 use crate::gpu::{line_on_gpu, GpuMode};
-use crate::model::Model;
 use crate::perplexity::perplexity;
 use crate::sampling::{Sampler, TokenVocab};
 use crate::stop_text::StopText;
@@ -26,7 +26,12 @@ use std::sync::Arc;
 /// kernels, experts, device memory), every block stays where loading put it (the CPU, or the
 /// debug split of `LLAMAFILE_SPLIT_LAYERS`) and the line says why; with `--gpu nvidia` that is
 /// an error instead.
-fn place_layers(cli: &Cli, model: &mut Model, gpu: &GpuStart, mode: GpuMode) -> Result<LayerPlan> {
+fn place_layers(
+    cli: &Cli,
+    model: &mut PlacedModel,
+    gpu: &GpuStart,
+    mode: GpuMode,
+) -> Result<LayerPlan> {
     let ngl = cli
         .n_gpu_layers
         .as_deref()
@@ -204,7 +209,7 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
     run_generate(cli, &loaded, &text, clock)
 }
 
-fn context_size(cli: &Cli, model: &Model) -> usize {
+fn context_size(cli: &Cli, model: &PlacedModel) -> usize {
     if cli.ctx_size == 0 {
         model.config.n_ctx_train
     } else {

@@ -11,12 +11,13 @@
 //!
 //! Each test runs once unmeasured (warm-up), then `-r` times; `avg_ts`/`stddev_ts` are the mean
 //! and sample standard deviation of the per-run tokens/second. This module owns measuring and
-//! reporting only; the forward pass is `model::forward`'s.
+//! reporting only; the forward pass is `engine::PlacedModel`'s.
 
 use crate::cli::Cli;
 use crate::engine::loaded::Loaded;
+use crate::engine::PlacedModel;
 use crate::gguf::GgufFile;
-use crate::model::{Batch, Model};
+use crate::model::Batch;
 use anyhow::{bail, Result};
 use std::time::Instant;
 
@@ -179,7 +180,7 @@ fn random_tokens(n: usize, n_vocab: usize, seed: u64) -> Vec<u32> {
 /// Seconds for `prompt` as one batch (if any) and then one pass per token of `gen` after it,
 /// on top of `depth` tokens put in the cache first (untimed, in `ubatch`-sized passes).
 fn time_prompt_then_generation(
-    model: &Model,
+    model: &PlacedModel,
     depth: &[u32],
     ubatch: usize,
     prompt: &[u32],
@@ -204,7 +205,7 @@ fn time_prompt_then_generation(
 }
 
 /// Runs every requested test at every depth (warm-up, then `repetitions` measured runs).
-pub fn measure(model: &Model, opts: &Options) -> Vec<TestResult> {
+pub fn measure(model: &PlacedModel, opts: &Options) -> Vec<TestResult> {
     let n_vocab = model.config.n_vocab;
     let mut tests: Vec<(usize, usize)> = opts
         .n_prompt

@@ -2,11 +2,12 @@
 //! block and the output norm (before the output head), one vector per token, then pooled
 //! (`--pooling`) and normalised (`embd_normalize`).
 //!
-//! Owns pooling and normalisation; the forward pass is [`Model::hidden_states`]. A sequence is
+//! Owns pooling and normalisation; the forward pass is [`PlacedModel::hidden_states`](crate::engine::PlacedModel::hidden_states). A sequence is
 //! run through a private KV cache in chunks of the batch size, so a text longer than one batch
 //! gives the same vectors a single pass would.
 
-use crate::model::{Batch, Model};
+use crate::engine::PlacedModel;
+use crate::model::Batch;
 
 /// How the token vectors of one input become its embedding (`--pooling`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,7 +49,7 @@ impl Pooling {
     /// The pooling of `model` when `--pooling` is not given: the GGUF's
     /// `{arch}.pooling_type` (llama.cpp's numbering: 0 none, 1 mean, 2 cls, 3 last), else none,
     /// which is what llama.cpp picks for the decoder models it runs.
-    pub fn model_default(model: &Model) -> Pooling {
+    pub fn model_default(model: &PlacedModel) -> Pooling {
         let arch = model.file.get_str("general.architecture").unwrap_or("");
         match model
             .file
@@ -76,7 +77,7 @@ impl Pooling {
 /// per token for [`Pooling::None`], else one pooled vector; not normalised. Runs at most
 /// `n_batch` tokens per forward pass through a cache of `n_ctx` positions.
 pub fn embed(
-    model: &Model,
+    model: &PlacedModel,
     tokens: &[u32],
     pooling: Pooling,
     n_ctx: usize,

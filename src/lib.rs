@@ -18,7 +18,6 @@ pub mod engine;
 pub mod escapes;
 pub mod gguf;
 pub mod gpu;
-pub mod kv_cache;
 pub mod model;
 pub mod ops;
 pub mod perplexity;

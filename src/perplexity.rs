@@ -3,7 +3,7 @@
 //! empty cache, and the second half of each chunk is scored.
 
 use crate::engine::session::Session;
-use crate::model::Model;
+use crate::engine::PlacedModel;
 use std::io::Write;
 
 /// The running and final result.
@@ -30,7 +30,7 @@ pub enum PerplexityError {
 
 /// Scores `tokens` in chunks of `n_ctx`, printing llama-perplexity's progress line to `progress`.
 pub fn perplexity(
-    model: &Model,
+    model: &PlacedModel,
     tokens: &[u32],
     n_ctx: usize,
     n_batch: usize,

@@ -10,8 +10,9 @@ mod common;
 use common::{llamafile, model_path};
 use llamafile::backend::{Placement, SeqCache};
 use llamafile::engine::session::{shift_context, Session};
+use llamafile::engine::PlacedModel;
 use llamafile::engine::{load_model, Loaded};
-use llamafile::model::{Batch, Model};
+use llamafile::model::Batch;
 use std::process::Command;
 
 /// The model `stem` on one CPU backend and again split at `cuts`.
@@ -39,7 +40,7 @@ fn assert_same(what: &str, a: &[f32], b: &[f32]) {
 }
 
 /// Every layer's keys and values of the first `n` positions, bit for bit.
-fn assert_same_cache(what: &str, model: &Model, a: &SeqCache, b: &SeqCache, n: usize) {
+fn assert_same_cache(what: &str, model: &PlacedModel, a: &SeqCache, b: &SeqCache, n: usize) {
     let kv = model.config.kv_dim();
     assert_eq!(a.len(), b.len(), "{what}: cache lengths");
     for layer in a.layers() {
@@ -99,7 +100,7 @@ fn check(stem: &str, cuts: &[usize]) {
 
     // Several sequences in one batch: a decode step of sequence 0 beside 70 prompt tokens of
     // sequence 1, then both decoding.
-    let run = |m: &Model| -> Vec<f32> {
+    let run = |m: &PlacedModel| -> Vec<f32> {
         let mut caches = vec![m.new_cache(256), m.new_cache(256)];
         let mut out = m.forward(&Batch::sequence(&prompt[..10], 0, true), &mut caches[..1]);
         let mut batch = Batch {
@@ -127,7 +128,7 @@ fn check(stem: &str, cuts: &[usize]) {
     assert_same(&format!("{stem}: two sequences"), &run(ma), &run(mb));
 
     // Context shift: keep 4, drop half of the rest, go on feeding.
-    fn shifted<'m>(m: &'m Model, prompt: &[u32], other: &[u32]) -> (Vec<f32>, Session<'m>) {
+    fn shifted<'m>(m: &'m PlacedModel, prompt: &[u32], other: &[u32]) -> (Vec<f32>, Session<'m>) {
         let mut s = Session::new(m, 96, 512);
         s.feed(prompt, false);
         assert!(shift_context(m, &mut s.cache, &mut s.tokens, 4));
@@ -156,8 +157,9 @@ fn check(stem: &str, cuts: &[usize]) {
     }
 
     // Hidden states (embeddings).
-    let hidden =
-        |m: &Model| m.hidden_states(&Batch::sequence(&prompt, 0, true), &mut [m.new_cache(128)]);
+    let hidden = |m: &PlacedModel| {
+        m.hidden_states(&Batch::sequence(&prompt, 0, true), &mut [m.new_cache(128)])
+    };
     assert_same(&format!("{stem}: hidden states"), &hidden(ma), &hidden(mb));
 }
 

@@ -13,8 +13,9 @@
 mod common;
 
 use common::synth::{families_dir, index, synth_model};
+use llamafile::engine::PlacedModel;
 use llamafile::gguf::GgufFile;
-use llamafile::model::{Batch, Model};
+use llamafile::model::Batch;
 use std::sync::Arc;
 
 /// One position of llama.cpp's reference: its top ids and logits, and the fixed sample's logits.
@@ -72,7 +73,7 @@ fn check_family(family: &str) {
             return;
         };
         let file = Arc::new(GgufFile::open(&path).unwrap());
-        let model = Model::load(file).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let model = PlacedModel::load(file).unwrap_or_else(|e| panic!("{name}: {e}"));
         let n_vocab = model.config.n_vocab;
         let n_ctx = set["n_ctx"].as_u64().unwrap() as usize;
         let rows = read_rows(name, k, sample.len());

@@ -271,7 +271,8 @@ fn weights_are_mapped_from_the_llamafile_itself_with_no_copy() {
     let config = llamafile::engine::load_model(model.to_str().unwrap(), None)
         .unwrap()
         .model
-        .config;
+        .config
+        .clone();
     // f16 keys and values for every layer and position.
     let kv_bytes = 2 * 2 * config.n_layer as u64 * n_ctx * config.kv_dim() as u64;
     let budget_kib = (file_len + kv_bytes) * 12 / 10 / 1024;

@@ -36,7 +36,7 @@
 //!   [`Config`](crate::model::Config) exactly as the CPU backend does; the CPU backend split at
 //!   any layer gives logits bit-identical to the unsplit pass (`tests/backend_split.rs`).
 //! * **Errors.** Every method that touches a device returns [`BackendError`]; nothing panics on a
-//!   device failure. `Model::try_*` methods pass the error on; the plain ones panic with it.
+//!   device failure. `engine::PlacedModel`'s `try_*` methods pass the error on; the plain ones panic with it.
 //! * **Threads.** Backends are `Send + Sync` and shared by reference; the engine runs one
 //!   forward pass per model at a time, but a backend must not rely on that for memory safety.
 //!
@@ -47,16 +47,17 @@
 //! the tests use to prove it (see [`Placement::from_env`]).
 
 mod cpu;
+mod kv_cache;
 mod placement;
 mod plan;
 mod seq_cache;
 
 pub use cpu::CpuBackend;
+pub use kv_cache::{KvCache, KvStateError};
 pub use placement::{Placement, PlacementError, SPLIT_ENV};
 pub use plan::{GpuLayers, LayerPlan};
 pub use seq_cache::SeqCache;
 
-use crate::kv_cache::KvCache;
 use crate::model::{Batch, ForwardPlan, Model};
 use std::any::Any;
 use std::ops::Range;

@@ -4,7 +4,7 @@
 //! parts' contents belong to their backends.
 
 use super::LayerCache;
-use crate::kv_cache::KvCache;
+use crate::backend::KvCache;
 use half::f16;
 use std::ops::Range;
 

@@ -3,7 +3,7 @@
 //! conversation of `--chat`.
 //!
 //! Owns message rendering and the terminal loop; tokenization stays in `tokenizer`, generation
-//! in `generate`, and the HTTP side of chat in `server`.
+//! in `engine::session`, and the HTTP side of chat in `server`.
 //!
 //! ```
 //! use llamafile::chat::{ChatTemplate, Message};

@@ -4,7 +4,7 @@
 
 use super::{ChatTemplate, Message};
 use crate::engine::session::Session;
-use crate::model::Model;
+use crate::engine::PlacedModel;
 use crate::sampling::{Sampler, SamplingParams, TokenVocab};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use std::io::{BufRead, Write};
@@ -24,7 +24,7 @@ pub struct ChatOptions {
 
 /// Reads user lines from `input` until end of input (or `/exit`), writing answers to `out`.
 pub fn run_chat(
-    model: &Model,
+    model: &PlacedModel,
     tok: &Tokenizer,
     template: &ChatTemplate,
     opts: &ChatOptions,

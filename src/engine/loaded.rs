@@ -2,16 +2,16 @@
 //! a llamafile, or an entry of our own executable's ZIP. The engine's entry point for every
 //! front end (CLI modes, chat, bench, server, draft models).
 
+use super::PlacedModel;
 use crate::bundle::{resolve_model, Bundle};
 use crate::gguf::GgufFile;
-use crate::model::Model;
 use crate::tokenizer::Tokenizer;
 use anyhow::{Context, Result};
 use std::sync::Arc;
 
 /// A model with its tokenizer.
 pub struct Loaded {
-    pub model: Model,
+    pub model: PlacedModel,
     pub tokenizer: Tokenizer,
 }
 
@@ -22,7 +22,7 @@ pub fn load_model(name: &str, own: Option<&Bundle>) -> Result<Loaded> {
     let file = GgufFile::open_range(&loc.path, loc.offset, loc.len)
         .with_context(|| format!("cannot load {name}"))?;
     let file = Arc::new(file);
-    let model = Model::load(file.clone()).with_context(|| format!("cannot load {name}"))?;
+    let model = PlacedModel::load(file.clone()).with_context(|| format!("cannot load {name}"))?;
     let tokenizer = Tokenizer::from_gguf(&file)
         .with_context(|| format!("cannot load the tokenizer of {name}"))?;
     Ok(Loaded { model, tokenizer })

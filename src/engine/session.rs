@@ -6,9 +6,10 @@
 //! session's rows with the same [`Session::verify`] the decode loop uses.
 
 use crate::backend::{BackendError, SeqCache};
+use crate::backend::{KvCache, KvStateError};
 use crate::engine::speculative::Speculator;
-use crate::kv_cache::{KvCache, KvStateError};
-use crate::model::{Batch, ForwardPlan, Model};
+use crate::engine::PlacedModel;
+use crate::model::{Batch, ForwardPlan};
 use crate::sampling::Sampler;
 use std::ops::ControlFlow;
 
@@ -16,7 +17,7 @@ use std::ops::ControlFlow;
 /// `keep` tokens stay, the older half of the others goes, and the rest move down. False when
 /// nothing could be dropped.
 pub fn shift_context(
-    model: &Model,
+    model: &PlacedModel,
     cache: &mut SeqCache,
     tokens: &mut Vec<u32>,
     keep: usize,
@@ -70,7 +71,7 @@ pub struct TokenEvent<'a> {
 
 /// A sequence being generated: the model, its cache and the tokens so far.
 pub struct Session<'m> {
-    pub model: &'m Model,
+    pub model: &'m PlacedModel,
     /// Keys and values of `tokens`, one part per backend of the model's placement.
     pub cache: SeqCache,
     pub tokens: Vec<u32>,
@@ -85,13 +86,13 @@ pub struct Session<'m> {
 
 impl<'m> Session<'m> {
     /// An empty session with a cache of `n_ctx` positions.
-    pub fn new(model: &'m Model, n_ctx: usize, n_batch: usize) -> Session<'m> {
+    pub fn new(model: &'m PlacedModel, n_ctx: usize, n_batch: usize) -> Session<'m> {
         Session::with_layers(model, n_ctx, n_batch, model.config.n_layer)
     }
 
     /// A session that runs only the first `n_layers` blocks of `model` (an early-exit draft).
     pub fn with_layers(
-        model: &'m Model,
+        model: &'m PlacedModel,
         n_ctx: usize,
         n_batch: usize,
         n_layers: usize,
@@ -105,7 +106,7 @@ impl<'m> Session<'m> {
 
     /// A session whose forward passes follow `plan` (a self-speculative draft).
     pub fn with_plan(
-        model: &'m Model,
+        model: &'m PlacedModel,
         n_ctx: usize,
         n_batch: usize,
         plan: ForwardPlan,

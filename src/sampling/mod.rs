@@ -11,7 +11,7 @@
 //! and the chain runs again. End-of-generation is allowed only where the grammar can end.
 //!
 //! Owns sampling only; where logits come from is `model`, what happens to the token is
-//! `generate` or the server.
+//! `engine::session` or the server.
 
 mod candidates;
 mod dry;

@@ -4,9 +4,10 @@
 //! placement, QK-norm, soft-capping, sliding windows, where the attention scale applies), and
 //! fused tensors arrive as row views, so nothing here names an architecture.
 
+use super::mla::mla_attention_block;
 use super::moe_ffn::MoeStep;
+use crate::backend::KvCache;
 use crate::gguf::GgufFile;
-use crate::kv_cache::KvCache;
 use crate::model::{
     Attention, Batch, Config, DenseFfn, Ffn, FfnActivation, ForwardPlan, Layer, Model,
 };
@@ -18,195 +19,192 @@ use crate::ops::{matmul, QMat};
 use crate::pool;
 use std::borrow::BorrowMut;
 
-impl Model {
-    pub(super) fn attention_block<C: BorrowMut<KvCache> + Sync>(
-        &self,
-        il: usize,
-        layer: &Layer,
-        batch: &Batch,
-        caches: &mut [C],
-        x: &mut [f32],
-        s: &mut Scratch,
-    ) {
-        let w = match &layer.attn {
-            Attention::Mha(w) => w,
-            Attention::Mla(w) => return self.mla_attention_block(il, layer, w, batch, caches, x),
-        };
-        let cfg = &self.config;
-        let file = &*self.file;
-        let (n, e, hd) = (batch.len(), cfg.n_embd, cfg.head_dim);
-        let (q_dim, kv_dim) = (cfg.q_dim(), cfg.kv_dim());
-        rms_norm_rows_into(x, &layer.attn_norm, e, cfg.rms_eps, &mut s.h);
-        project(&w.wq.mat(file), &s.h, n, w.bq.as_deref(), &mut s.q);
-        project(&w.wk.mat(file), &s.h, n, w.bk.as_deref(), &mut s.k);
-        project(&w.wv.mat(file), &s.h, n, w.bv.as_deref(), &mut s.v);
-        if let (Some(qn), Some(kn)) = (&w.q_norm, &w.k_norm) {
-            rms_norm_rows(&mut s.q, qn, hd, cfg.rms_eps);
-            rms_norm_rows(&mut s.k, kn, hd, cfg.rms_eps);
+pub(super) fn attention_block<C: BorrowMut<KvCache> + Sync>(
+    model: &Model,
+    il: usize,
+    layer: &Layer,
+    batch: &Batch,
+    caches: &mut [C],
+    x: &mut [f32],
+    s: &mut Scratch,
+) {
+    let w = match &layer.attn {
+        Attention::Mha(w) => w,
+        Attention::Mla(w) => return mla_attention_block(model, il, layer, w, batch, caches, x),
+    };
+    let cfg = &model.config;
+    let file = &*model.file;
+    let (n, e, hd) = (batch.len(), cfg.n_embd, cfg.head_dim);
+    let (q_dim, kv_dim) = (cfg.q_dim(), cfg.kv_dim());
+    rms_norm_rows_into(x, &layer.attn_norm, e, cfg.rms_eps, &mut s.h);
+    project(&w.wq.mat(file), &s.h, n, w.bq.as_deref(), &mut s.q);
+    project(&w.wk.mat(file), &s.h, n, w.bk.as_deref(), &mut s.k);
+    project(&w.wv.mat(file), &s.h, n, w.bv.as_deref(), &mut s.v);
+    if let (Some(qn), Some(kn)) = (&w.q_norm, &w.k_norm) {
+        rms_norm_rows(&mut s.q, qn, hd, cfg.rms_eps);
+        rms_norm_rows(&mut s.k, kn, hd, cfg.rms_eps);
+    }
+    let window = cfg.layer_window(il);
+    // Per sequence (LongRoPE's factors depend on its context size), built on first use.
+    let mut ropes: Vec<Option<Rope>> = vec![None; caches.len()];
+    for t in 0..n {
+        let seq = batch.seq[t];
+        let rope =
+            ropes[seq].get_or_insert_with(|| model.layer_rope(il, caches[seq].borrow().n_ctx()));
+        let cs = rope.cos_sin(batch.pos[t]);
+        let q = &mut s.q[t * q_dim..(t + 1) * q_dim];
+        rope.apply_with(q, hd, &cs);
+        if cfg.scale_query {
+            q.iter_mut().for_each(|v| *v *= cfg.attn_scale);
         }
-        let window = cfg.layer_window(il);
-        // Per sequence (LongRoPE's factors depend on its context size), built on first use.
-        let mut ropes: Vec<Option<Rope>> = vec![None; caches.len()];
-        for t in 0..n {
-            let seq = batch.seq[t];
-            let rope =
-                ropes[seq].get_or_insert_with(|| self.layer_rope(il, caches[seq].borrow().n_ctx()));
-            let cs = rope.cos_sin(batch.pos[t]);
-            let q = &mut s.q[t * q_dim..(t + 1) * q_dim];
-            rope.apply_with(q, hd, &cs);
-            if cfg.scale_query {
-                q.iter_mut().for_each(|v| *v *= cfg.attn_scale);
-            }
-            rope.apply_with(&mut s.k[t * kv_dim..(t + 1) * kv_dim], hd, &cs);
-            let cache = caches[batch.seq[t]].borrow_mut();
-            cache.store(
-                il,
-                batch.pos[t],
-                &s.k[t * kv_dim..(t + 1) * kv_dim],
-                &s.v[t * kv_dim..(t + 1) * kv_dim],
-            );
-            cache.mark_filled(batch.pos[t]);
-        }
-
-        let shape = AttnShape {
-            n_head: cfg.n_head,
-            n_head_kv: cfg.n_head_kv,
-            head_dim: hd,
-            scale: if cfg.scale_query { 1.0 } else { cfg.attn_scale },
-            softcap: cfg.attn_softcap.unwrap_or(0.0),
-        };
-        self.attend(il, &shape, window, batch, caches, &s.q, &mut s.attn);
-
-        matmul(&layer.wo.mat(file), &s.attn, n, &mut s.h);
-        if let Some(w) = &layer.post_attn_norm {
-            rms_norm_rows(&mut s.h, w, e, cfg.rms_eps);
-        }
-        x.iter_mut().zip(&s.h).for_each(|(a, b)| *a += b);
+        rope.apply_with(&mut s.k[t * kv_dim..(t + 1) * kv_dim], hd, &cs);
+        let cache = caches[batch.seq[t]].borrow_mut();
+        cache.store(
+            il,
+            batch.pos[t],
+            &s.k[t * kv_dim..(t + 1) * kv_dim],
+            &s.v[t * kv_dim..(t + 1) * kv_dim],
+        );
+        cache.mark_filled(batch.pos[t]);
     }
 
-    /// Attention of the batch's queries `q` (`n_head · head_dim` per token, already scaled and
-    /// rotated) over the caches of their sequences at layer `il`, into `out` (same shape).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn attend<C: BorrowMut<KvCache> + Sync>(
-        &self,
-        il: usize,
-        shape: &AttnShape,
-        window: Option<usize>,
-        batch: &Batch,
-        caches: &[C],
-        q: &[f32],
-        out: &mut [f32],
-    ) {
-        let (n, hd) = (batch.len(), shape.head_dim);
-        let q_dim = shape.n_head * hd;
-        // The path is chosen per run of consecutive tokens of one sequence, never from the
-        // size of the whole batch: a sequence's results must not depend on which other
-        // sequences share its forward pass (server slots, speculative verification).
-        let mut short = Vec::new();
-        let mut t = 0;
-        while t < n {
-            let seq = batch.seq[t];
-            let end = (t..n).find(|&u| batch.seq[u] != seq).unwrap_or(n);
-            if end - t < tiled::MIN_TOKENS {
-                short.extend(t..end);
-                t = end;
-                continue;
-            }
-            let queries = tiled::Queries {
-                q: &q[t * q_dim..end * q_dim],
-                pos: &batch.pos[t..end],
-                window,
-            };
-            let cache = caches[seq].borrow();
-            tiled::attend(
+    let shape = AttnShape {
+        n_head: cfg.n_head,
+        n_head_kv: cfg.n_head_kv,
+        head_dim: hd,
+        scale: if cfg.scale_query { 1.0 } else { cfg.attn_scale },
+        softcap: cfg.attn_softcap.unwrap_or(0.0),
+    };
+    attend(il, &shape, window, batch, caches, &s.q, &mut s.attn);
+
+    matmul(&layer.wo.mat(file), &s.attn, n, &mut s.h);
+    if let Some(w) = &layer.post_attn_norm {
+        rms_norm_rows(&mut s.h, w, e, cfg.rms_eps);
+    }
+    x.iter_mut().zip(&s.h).for_each(|(a, b)| *a += b);
+}
+
+/// Attention of the batch's queries `q` (`n_head · head_dim` per token, already scaled and
+/// rotated) over the caches of their sequences at layer `il`, into `out` (same shape).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn attend<C: BorrowMut<KvCache> + Sync>(
+    il: usize,
+    shape: &AttnShape,
+    window: Option<usize>,
+    batch: &Batch,
+    caches: &[C],
+    q: &[f32],
+    out: &mut [f32],
+) {
+    let (n, hd) = (batch.len(), shape.head_dim);
+    let q_dim = shape.n_head * hd;
+    // The path is chosen per run of consecutive tokens of one sequence, never from the
+    // size of the whole batch: a sequence's results must not depend on which other
+    // sequences share its forward pass (server slots, speculative verification).
+    let mut short = Vec::new();
+    let mut t = 0;
+    while t < n {
+        let seq = batch.seq[t];
+        let end = (t..n).find(|&u| batch.seq[u] != seq).unwrap_or(n);
+        if end - t < tiled::MIN_TOKENS {
+            short.extend(t..end);
+            t = end;
+            continue;
+        }
+        let queries = tiled::Queries {
+            q: &q[t * q_dim..end * q_dim],
+            pos: &batch.pos[t..end],
+            window,
+        };
+        let cache = caches[seq].borrow();
+        tiled::attend(
+            shape,
+            &queries,
+            cache.keys(il),
+            cache.values(il),
+            &mut out[t * q_dim..end * q_dim],
+        );
+        t = end;
+    }
+    if !short.is_empty() {
+        // One (token, part of a KV head's group of query heads) per task: the group's
+        // heads share each key and value row, so a task takes as many of them as still
+        // leaves every worker a task.
+        let group = shape.n_head / shape.n_head_kv;
+        let threads = pool::global().threads();
+        let per_task = (1..=group)
+            .rev()
+            .find(|&g| group.is_multiple_of(g) && short.len() * shape.n_head / g >= threads)
+            .unwrap_or(1);
+        let tasks_per_token = shape.n_head / per_task;
+        let mut rows = vec![0f32; short.len() * q_dim];
+        pool::global().for_each_chunk(&mut rows, per_task * hd, |c, dst| {
+            let (t, head) = (short[c / tasks_per_token], c % tasks_per_token * per_task);
+            let pos = batch.pos[t];
+            let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+            let cache = caches[batch.seq[t]].borrow();
+            let qh = &q[t * q_dim + head * hd..][..per_task * hd];
+            attend_heads(
                 shape,
-                &queries,
+                qh,
                 cache.keys(il),
                 cache.values(il),
-                &mut out[t * q_dim..end * q_dim],
+                head / group,
+                first,
+                pos,
+                dst,
             );
-            t = end;
-        }
-        if !short.is_empty() {
-            // One (token, part of a KV head's group of query heads) per task: the group's
-            // heads share each key and value row, so a task takes as many of them as still
-            // leaves every worker a task.
-            let group = shape.n_head / shape.n_head_kv;
-            let threads = pool::global().threads();
-            let per_task = (1..=group)
-                .rev()
-                .find(|&g| group.is_multiple_of(g) && short.len() * shape.n_head / g >= threads)
-                .unwrap_or(1);
-            let tasks_per_token = shape.n_head / per_task;
-            let mut rows = vec![0f32; short.len() * q_dim];
-            pool::global().for_each_chunk(&mut rows, per_task * hd, |c, dst| {
-                let (t, head) = (short[c / tasks_per_token], c % tasks_per_token * per_task);
-                let pos = batch.pos[t];
-                let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
-                let cache = caches[batch.seq[t]].borrow();
-                let qh = &q[t * q_dim + head * hd..][..per_task * hd];
-                attend_heads(
-                    shape,
-                    qh,
-                    cache.keys(il),
-                    cache.values(il),
-                    head / group,
-                    first,
-                    pos,
-                    dst,
-                );
-            });
-            for (&t, row) in short.iter().zip(rows.chunks_exact(q_dim)) {
-                out[t * q_dim..(t + 1) * q_dim].copy_from_slice(row);
-            }
+        });
+        for (&t, row) in short.iter().zip(rows.chunks_exact(q_dim)) {
+            out[t * q_dim..(t + 1) * q_dim].copy_from_slice(row);
         }
     }
+}
 
-    pub(super) fn ffn_block(
-        &self,
-        layer: &Layer,
-        n: usize,
-        plan: ForwardPlan,
-        x: &mut [f32],
-        s: &mut Scratch,
-    ) {
-        let cfg = &self.config;
-        let file = &*self.file;
-        let e = cfg.n_embd;
-        rms_norm_rows_into(x, &layer.ffn_norm, e, cfg.rms_eps, &mut s.h);
-        match &layer.ffn {
-            Ffn::Moe(weights) => {
-                let moe = &weights.config;
-                let step = MoeStep {
-                    file,
-                    weights,
-                    act: cfg.ffn_act,
-                    k: plan
-                        .routed_experts
-                        .unwrap_or(moe.n_expert_used)
-                        .min(moe.n_expert),
-                };
-                step.run(&s.h, n, &mut s.ffn_out);
-            }
-            Ffn::Dense(ffn) => {
-                dense_ffn(
-                    file,
-                    ffn,
-                    cfg.ffn_act,
-                    &s.h,
-                    n,
-                    &mut s.gate,
-                    &mut s.up,
-                    &mut s.ffn_out,
-                );
-            }
+pub(super) fn ffn_block(
+    model: &Model,
+    layer: &Layer,
+    n: usize,
+    plan: ForwardPlan,
+    x: &mut [f32],
+    s: &mut Scratch,
+) {
+    let cfg = &model.config;
+    let file = &*model.file;
+    let e = cfg.n_embd;
+    rms_norm_rows_into(x, &layer.ffn_norm, e, cfg.rms_eps, &mut s.h);
+    match &layer.ffn {
+        Ffn::Moe(weights) => {
+            let moe = &weights.config;
+            let step = MoeStep {
+                file,
+                weights,
+                act: cfg.ffn_act,
+                k: plan
+                    .routed_experts
+                    .unwrap_or(moe.n_expert_used)
+                    .min(moe.n_expert),
+            };
+            step.run(&s.h, n, &mut s.ffn_out);
         }
-        std::mem::swap(&mut s.h, &mut s.ffn_out);
-        if let Some(w) = &layer.post_ffn_norm {
-            rms_norm_rows(&mut s.h, w, e, cfg.rms_eps);
+        Ffn::Dense(ffn) => {
+            dense_ffn(
+                file,
+                ffn,
+                cfg.ffn_act,
+                &s.h,
+                n,
+                &mut s.gate,
+                &mut s.up,
+                &mut s.ffn_out,
+            );
         }
-        x.iter_mut().zip(&s.h).for_each(|(a, b)| *a += b);
     }
+    std::mem::swap(&mut s.h, &mut s.ffn_out);
+    if let Some(w) = &layer.post_ffn_norm {
+        rms_norm_rows(&mut s.h, w, e, cfg.rms_eps);
+    }
+    x.iter_mut().zip(&s.h).for_each(|(a, b)| *a += b);
 }
 
 /// `out = down(act(gate · h) ⊙ up · h)` for `n` rows `h`; `gate` and `up` are scratch.

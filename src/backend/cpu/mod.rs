@@ -1,13 +1,15 @@
 //! The CPU backend: a range of blocks run on the host thread pool, the engine's own kernels.
 //! Its weights stay where the model file is mapped (nothing is copied), its cache part is the
 //! host [`KvCache`] of its layers, and its activation scratch lives for one pass. The block
-//! math is in `layer.rs` (attention and dense feed-forward) and `moe_ffn.rs` (experts).
+//! math is in `layer.rs` (attention and dense feed-forward), `mla.rs` (latent attention) and
+//! `moe_ffn.rs` (experts), free functions over the model's weights.
 
 mod layer;
+mod mla;
 mod moe_ffn;
 
 use super::{Backend, BackendError, LayerCache, Pass};
-use crate::kv_cache::KvCache;
+use crate::backend::KvCache;
 use crate::model::Model;
 use layer::Scratch;
 use std::ops::Range;
@@ -80,8 +82,8 @@ impl Backend for CpuBackend {
         let mut scratch = Scratch::new(&model.config, n);
         for il in pass.layers.clone() {
             let layer = &model.weights.layers[il];
-            model.attention_block(il, layer, pass.batch, &mut kv, x, &mut scratch);
-            model.ffn_block(layer, n, pass.plan, x, &mut scratch);
+            layer::attention_block(model, il, layer, pass.batch, &mut kv, x, &mut scratch);
+            layer::ffn_block(model, layer, n, pass.plan, x, &mut scratch);
         }
         Ok(())
     }

@@ -7,7 +7,8 @@ use super::ngram::NgramDrafter;
 use super::{Drafter, Speculator};
 use crate::engine::loaded::Loaded;
 use crate::engine::session::Session;
-use crate::model::{ForwardPlan, Model};
+use crate::engine::PlacedModel;
+use crate::model::ForwardPlan;
 
 /// What speculation to run: llama.cpp's speculative-decoding settings, from flags
 /// (`cli::SpecArgs`) or a server's options.
@@ -176,7 +177,10 @@ pub fn build<'a>(
 /// default none when the model has shared experts to fall back on, else one). It shares the
 /// target's weights; its cache is its own, since its hidden states differ after the first
 /// expert block.
-pub fn moe_draft_plan(model: &Model, experts: Option<usize>) -> Result<ForwardPlan, SpecError> {
+pub fn moe_draft_plan(
+    model: &PlacedModel,
+    experts: Option<usize>,
+) -> Result<ForwardPlan, SpecError> {
     let cfg = &model.config;
     let moe = cfg
         .moe

@@ -3,9 +3,9 @@
 //! are plain byte copies), and how many positions are filled. Saving, restoring and context
 //! shifts go through a host [`KvCache`].
 
+use crate::backend::KvCache;
 use crate::backend::{BackendError, LayerCache};
 use crate::gpu::{Device, DeviceBuffer, GpuError};
-use crate::kv_cache::KvCache;
 use half::f16;
 use std::any::Any;
 use std::ops::Range;

@@ -1,89 +1,135 @@
-//! The forward pass: a batch of tokens (possibly from several sequences) through the model to
-//! logits, read top to bottom: the embedding lookup on the host, the blocks on the backends of
-//! the model's [`Placement`](crate::backend::Placement) in layer order (the hidden rows crossing
-//! between them as host floats), then the output norm and the head. The per-block math belongs
-//! to the backends (the CPU's is in `backend/cpu/`).
+//! A model placed on backends ([`PlacedModel`]): its data (`model::Model`, which it derefs
+//! to) and the [`Placement`] of its blocks, and the forward pass that turns a batch of tokens
+//! into logits through them, read top to bottom: the embedding lookup on the host, the blocks
+//! on the placement's backends in layer order (the hidden rows crossing between them as host
+//! floats), then the output norm and the head. The per-block math belongs to the backends (the
+//! CPU's is in `backend/cpu/`). Caches and the context shift are made and done here, each part
+//! by its backend.
 
-use super::{Config, Model};
-use crate::backend::{BackendError, LayerCache, Pass, SeqCache};
+use crate::backend::{BackendError, LayerCache, Pass, Placement, PlacementError, SeqCache};
+use crate::gguf::GgufFile;
+use crate::model::{Batch, ForwardPlan, Model, ModelError};
 use crate::ops::matmul;
 use crate::ops::norm::rms_norm_rows;
 use crate::ops::softcap::softcap_all;
 use std::borrow::BorrowMut;
+use std::ops::Deref;
+use std::sync::Arc;
 
-/// How much of the model a forward pass runs: all of it, or a cheaper approximation of it for
-/// self-speculative drafting.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ForwardPlan {
-    /// Blocks run before the output norm and head (fewer: an early-exit draft).
-    pub n_layers: usize,
-    /// Routed experts per token in MoE blocks instead of the model's k (0: only the shared
-    /// experts); `None`: the model's own k.
-    pub routed_experts: Option<usize>,
+/// Why a model could not be loaded and placed.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
 }
 
-impl ForwardPlan {
-    /// The whole model of `cfg`.
-    pub fn full(cfg: &Config) -> ForwardPlan {
-        ForwardPlan {
-            n_layers: cfg.n_layer,
-            routed_experts: None,
+/// A model ready to run: its data and which backend runs which blocks.
+pub struct PlacedModel {
+    model: Model,
+    /// Which backend runs which blocks (see [`PlacedModel::set_placement`]).
+    placement: Placement,
+}
+
+impl Deref for PlacedModel {
+    type Target = Model;
+
+    fn deref(&self) -> &Model {
+        &self.model
+    }
+}
+
+impl PlacedModel {
+    /// Reads the configuration and locates every weight of `file`. Every block runs on the
+    /// CPU, or on the CPU backends of the debug split `LLAMAFILE_SPLIT_LAYERS` when it is set
+    /// (see [`Placement::from_env`]).
+    pub fn load(file: Arc<GgufFile>) -> Result<PlacedModel, LoadError> {
+        let model = Model::load(file)?;
+        let placement = Placement::from_env(model.config.n_layer)?;
+        Ok(PlacedModel { model, placement })
+    }
+
+    /// The model's data, as backends read it.
+    pub fn data(&self) -> &Model {
+        &self.model
+    }
+
+    /// Which backend runs which blocks.
+    pub fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// Runs the blocks on `placement`'s backends from now on (before any cache is made: caches
+    /// made earlier belong to the old backends). Refused unless it covers this model's blocks.
+    pub fn set_placement(&mut self, placement: Placement) -> Result<(), PlacementError> {
+        let n = placement.stages().last().map_or(0, |b| b.layers().end);
+        if n != self.config.n_layer {
+            return Err(PlacementError::Coverage {
+                got: n,
+                want: self.config.n_layer,
+            });
         }
+        self.placement = placement;
+        Ok(())
     }
-}
 
-/// Tokens to run in one forward pass. Entry `i` is token `tokens[i]` at position `pos[i]` of
-/// sequence `seq[i]` (an index into the caches); `logits[i]` asks for its output row.
-#[derive(Clone, Debug, Default)]
-pub struct Batch {
-    pub tokens: Vec<u32>,
-    pub pos: Vec<usize>,
-    pub seq: Vec<usize>,
-    pub logits: Vec<bool>,
-}
+    /// A fresh KV cache for one sequence of up to `n_ctx` positions. Panics if a backend
+    /// cannot make its part (device memory); see [`PlacedModel::try_new_cache_layers`].
+    pub fn new_cache(&self, n_ctx: usize) -> SeqCache {
+        self.new_cache_layers(n_ctx, self.config.n_layer)
+    }
 
-impl Batch {
-    /// Consecutive tokens of sequence 0 starting at `start`; logits for the last one, or for all.
-    pub fn sequence(tokens: &[u32], start: usize, all_logits: bool) -> Batch {
-        let n = tokens.len();
-        Batch {
-            tokens: tokens.to_vec(),
-            pos: (start..start + n).collect(),
-            seq: vec![0; n],
-            logits: (0..n).map(|i| all_logits || i + 1 == n).collect(),
+    /// A cache for the first `n_layers` blocks only (see [`PlacedModel::forward_layers`]); panics as
+    /// [`PlacedModel::new_cache`] does.
+    pub fn new_cache_layers(&self, n_ctx: usize, n_layers: usize) -> SeqCache {
+        self.try_new_cache_layers(n_ctx, n_layers)
+            .unwrap_or_else(|e| panic!("cannot make a KV cache: {e}"))
+    }
+
+    /// [`PlacedModel::new_cache_layers`], passing a backend's failure on.
+    pub fn try_new_cache_layers(
+        &self,
+        n_ctx: usize,
+        n_layers: usize,
+    ) -> Result<SeqCache, BackendError> {
+        self.placement.new_cache(&self.model, n_ctx, n_layers)
+    }
+
+    /// Context shift of `cache`: forgets positions `keep..keep + discard` and moves the rest
+    /// down, re-rotating their keys for their new positions, each part on its backend. Panics
+    /// if a backend fails; see [`PlacedModel::try_shift_cache`].
+    pub fn shift_cache(&self, cache: &mut SeqCache, keep: usize, discard: usize) {
+        self.try_shift_cache(cache, keep, discard)
+            .unwrap_or_else(|e| panic!("context shift failed: {e}"))
+    }
+
+    /// [`PlacedModel::shift_cache`], passing a backend's failure on.
+    pub fn try_shift_cache(
+        &self,
+        cache: &mut SeqCache,
+        keep: usize,
+        discard: usize,
+    ) -> Result<(), BackendError> {
+        for (backend, part) in self.placement.stages().iter().zip(cache.parts_mut()) {
+            backend.shift(&self.model, part.as_mut(), keep, discard)?;
         }
+        Ok(())
     }
 
-    /// Number of tokens.
-    pub fn len(&self) -> usize {
-        self.tokens.len()
-    }
-
-    /// True when the batch holds no token.
-    pub fn is_empty(&self) -> bool {
-        self.tokens.is_empty()
-    }
-
-    /// Number of output rows the forward pass will return.
-    pub fn n_outputs(&self) -> usize {
-        self.logits.iter().filter(|&&l| l).count()
-    }
-}
-
-impl Model {
     /// Runs `batch`, storing keys and values in `caches[seq]`, and returns the logits of the
     /// entries that asked for them, `n_vocab` floats each, in batch order.
     ///
     /// Panics if a token id is out of the vocabulary or a position is beyond its cache: callers
     /// validate input first. Panics too if a backend fails (a device error); see
-    /// [`Model::try_forward_plan`] for the error instead.
+    /// [`PlacedModel::try_forward_plan`] for the error instead.
     /// `caches` holds the caches themselves or mutable references to them (the server's slots
     /// each own theirs).
     pub fn forward<C: BorrowMut<SeqCache>>(&self, batch: &Batch, caches: &mut [C]) -> Vec<f32> {
         self.forward_layers(batch, caches, self.config.n_layer)
     }
 
-    /// [`Model::forward`] through the first `n_layers` blocks only, then the output norm and
+    /// [`PlacedModel::forward`] through the first `n_layers` blocks only, then the output norm and
     /// head: the early-exit draft of self-speculative decoding. The caches need only that many
     /// layers.
     pub fn forward_layers<C: BorrowMut<SeqCache>>(
@@ -99,7 +145,7 @@ impl Model {
         self.forward_plan(batch, caches, plan)
     }
 
-    /// [`Model::forward`] as `plan` says: fewer blocks, or fewer routed experts (drafts).
+    /// [`PlacedModel::forward`] as `plan` says: fewer blocks, or fewer routed experts (drafts).
     pub fn forward_plan<C: BorrowMut<SeqCache>>(
         &self,
         batch: &Batch,
@@ -110,7 +156,7 @@ impl Model {
             .unwrap_or_else(|e| panic!("forward pass failed: {e}"))
     }
 
-    /// [`Model::forward_plan`], passing a backend's failure on.
+    /// [`PlacedModel::forward_plan`], passing a backend's failure on.
     pub fn try_forward_plan<C: BorrowMut<SeqCache>>(
         &self,
         batch: &Batch,
@@ -124,7 +170,7 @@ impl Model {
     /// The hidden states after the last block and the output norm, `n_embd` floats for each
     /// entry that asked for output, in batch order: what llama.cpp returns as a decoder model's
     /// token embeddings (its `result_norm`), before the output head. Caches fill as in
-    /// [`Model::forward`], which this panics as.
+    /// [`PlacedModel::forward`], which this panics as.
     pub fn hidden_states<C: BorrowMut<SeqCache>>(
         &self,
         batch: &Batch,
@@ -134,7 +180,7 @@ impl Model {
             .unwrap_or_else(|e| panic!("forward pass failed: {e}"))
     }
 
-    /// [`Model::hidden_states`], passing a backend's failure on.
+    /// [`PlacedModel::hidden_states`], passing a backend's failure on.
     pub fn try_hidden_states<C: BorrowMut<SeqCache>>(
         &self,
         batch: &Batch,
@@ -189,7 +235,7 @@ impl Model {
                 layers,
                 plan,
             };
-            backend.run(self, &pass, &mut parts, &mut x)?;
+            backend.run(&self.model, &pass, &mut parts, &mut x)?;
         }
 
         let out_rows: Vec<usize> = (0..n).filter(|&i| batch.logits[i]).collect();
@@ -210,7 +256,7 @@ impl Model {
         let on_backend = self
             .placement
             .head()
-            .and_then(|b| b.output_head(self, h, &mut logits));
+            .and_then(|b| b.output_head(&self.model, h, &mut logits));
         match on_backend {
             Some(done) => done?,
             None => matmul(&self.weights.output.mat(&self.file), h, n_rows, &mut logits),

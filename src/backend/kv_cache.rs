@@ -8,7 +8,7 @@
 //! written to a stream and read back into a cache of the same layers ([`KvCache::write_to`],
 //! [`KvCache::read_from`]).
 
-use crate::backend::{BackendError, LayerCache};
+use super::{BackendError, LayerCache};
 use half::f16;
 use half::slice::HalfBitsSliceExt;
 use std::any::Any;
