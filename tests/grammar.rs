@@ -6,8 +6,8 @@
 mod common;
 
 use fancy_regex::Regex;
-use llamafile::engine::session::{Session, StopReason};
 use llamafile::engine::{load_model, Loaded};
+use llamafile::engine::{Session, StopReason};
 use llamafile::sampling::grammar::json_schema;
 use llamafile::sampling::{Grammar, Sampler, SamplingParams, TokenVocab};
 use serde_json::{json, Value};

@@ -3,11 +3,13 @@
 //! ([`Session`]), and speculative decoding. Every front end (CLI modes, `--chat`, the bench,
 //! perplexity, the server's slots) runs models through this layer; it imports nothing from them.
 
+pub mod decode;
 pub mod loaded;
 pub mod placed;
 pub mod session;
 pub mod speculative;
 
+pub use decode::{Budget, StopReason};
 pub use loaded::{load_model, Loaded};
 pub use placed::PlacedModel;
 pub use session::Session;

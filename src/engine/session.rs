@@ -5,6 +5,7 @@
 //! stages several sessions' tokens into one batch ([`Session::stage`]) and verifies each
 //! session's rows with the same [`Session::verify`] the decode loop uses.
 
+use super::decode::{Budget, StopReason};
 use crate::backend::{BackendError, SeqCache};
 use crate::backend::{KvCache, KvStateError};
 use crate::engine::speculative::Speculator;
@@ -46,19 +47,6 @@ pub fn keep_tokens(n_keep: i64, prompt: &[u32], bos: Option<u32>) -> usize {
     } else {
         (n_keep as usize + has_bos as usize).min(prompt.len())
     }
-}
-
-/// Why generation ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopReason {
-    /// The model produced an end-of-generation token.
-    EndOfGeneration,
-    /// The requested number of tokens was generated.
-    Length,
-    /// The context window is full.
-    ContextFull,
-    /// The caller asked to stop.
-    Cancelled,
 }
 
 /// What the decode loop tells its caller about each generated token.
@@ -199,18 +187,17 @@ impl<'m> Session<'m> {
         mut on_token: impl FnMut(&TokenEvent) -> bool,
         mut spec: Option<&mut Speculator>,
     ) -> StopReason {
-        let budget_left = |produced: i64| n_predict < 0 || produced < n_predict;
-        if !budget_left(0) {
+        let mut budget = Budget::new(n_predict);
+        if budget.exhausted() {
             return StopReason::Length;
         }
-        let mut produced: i64 = 0;
         // Logits after each token of the last pass: its first token, then its draft.
         let mut rows = logits;
-        let mut draft: Vec<u32> = Vec::new();
+        let mut feed: Vec<u32> = Vec::new();
         loop {
-            let verified = self.verify(&rows, &draft, |row, history| {
+            let draft = feed.get(1..).unwrap_or_default();
+            let step = self.step(&rows, draft, &mut budget, |row, history| {
                 let id = sampler.sample(row, history);
-                produced += 1;
                 let is_eog = is_eog(id);
                 if !on_token(&TokenEvent {
                     id,
@@ -225,32 +212,14 @@ impl<'m> Session<'m> {
                 ControlFlow::Continue(id)
             });
             if let Some(s) = spec.as_deref_mut() {
-                s.stats.accepted += verified.accepted;
+                s.stats.accepted += step.accepted;
             }
-            let id = match verified.next {
+            let id = match step.next {
                 ControlFlow::Continue(id) => id,
                 ControlFlow::Break(reason) => return reason,
             };
-            if !self.make_room() {
-                return StopReason::ContextFull;
-            }
-            if !budget_left(produced) {
-                return StopReason::Length;
-            }
-            // No more drafted tokens than may be emitted after `id`.
-            let budget = if n_predict < 0 {
-                usize::MAX
-            } else {
-                (n_predict - produced) as usize - 1
-            };
-            draft = match spec.as_deref_mut() {
-                Some(s) => self.draft_after(s, id, budget),
-                None => Vec::new(),
-            };
-            let mut batch = Vec::with_capacity(1 + draft.len());
-            batch.push(id);
-            batch.extend_from_slice(&draft);
-            rows = self.feed(&batch, !draft.is_empty());
+            feed = self.next_feed(spec.as_deref_mut(), id, &budget);
+            rows = self.feed(&feed, feed.len() > 1);
         }
     }
 

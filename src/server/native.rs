@@ -5,6 +5,7 @@ use super::error::ApiError;
 use super::generation::{self, check_prompt, sampling_params, timings, Shape};
 use super::json::{kind, parse_body, Obj};
 use super::response::{Responder, Response};
+use super::slots::FinishNames;
 use super::slots::{GenParams, Summary};
 use super::State;
 use crate::tokenizer::DetokenizeOptions;
@@ -164,7 +165,7 @@ struct NativeShape {
 impl NativeShape {
     fn final_fields(&self, content: &str, tokens: &[u32], probs: &[Value], s: &Summary) -> Value {
         let stopping_word = match &s.finish {
-            super::slots::Finish::StopWord(w) => w.as_str(),
+            crate::engine::StopReason::StopWord(w) => w.as_str(),
             _ => "",
         };
         let mut v = json!({

@@ -7,6 +7,7 @@ use super::error::ApiError;
 use super::generation::{self, check_prompt, sampling_params, timings, usage, Shape};
 use super::json::{kind, parse_body, Obj};
 use super::response::{Responder, Response};
+use super::slots::FinishNames;
 use super::slots::{GenParams, Summary};
 use super::State;
 use crate::chat::Message;

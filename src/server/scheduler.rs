@@ -14,14 +14,14 @@ use super::error::ApiError;
 use super::metrics::Metrics;
 use super::slot_file::{self, ModelId, RestoreError};
 use super::slots::{
-    pick_slot, Active, Event, Finish, GenParams, Job, Slot, SlotAction, SlotDone, SlotOp, Summary,
-    TextStep,
+    pick_slot, Active, Event, GenParams, Job, Slot, SlotAction, SlotDone, SlotOp, Summary, TextStep,
 };
 use crate::backend::SeqCache;
 use crate::engine::loaded::Loaded;
 use crate::engine::session::{keep_tokens, Session};
 use crate::engine::speculative::setup::SpecOptions;
 use crate::engine::speculative::setup::{self, SpecError};
+use crate::engine::StopReason;
 use crate::model::Batch;
 use crate::sampling::{logprobs, TokenVocab};
 use crate::tokenizer::Tokenizer;
@@ -231,13 +231,6 @@ struct Worker<'m> {
     status: Arc<Mutex<Vec<SlotStatus>>>,
 }
 
-/// How a request leaves its slot.
-enum End {
-    Finish(Finish),
-    /// Its handler fell [`EVENT_BUFFER`] events behind (its client stopped reading).
-    Dropped,
-}
-
 impl Worker<'_> {
     fn run(mut self, rx: mpsc::Receiver<Task>) {
         loop {
@@ -364,18 +357,8 @@ impl Worker<'_> {
                 continue;
             };
             if let Some(id) = a.next_token.take() {
-                let mut feed = vec![id];
-                if let Some(spec) = slot.spec.as_mut() {
-                    // No more drafted tokens than the request may still produce after `id`.
-                    let n_predict = a.job.params.n_predict;
-                    let budget = if n_predict < 0 {
-                        usize::MAX
-                    } else {
-                        (n_predict as usize).saturating_sub(a.n_decoded + 1)
-                    };
-                    drafts[slot.id] = slot.session.draft_after(spec, id, budget);
-                    feed.extend_from_slice(&drafts[slot.id]);
-                }
+                let feed = slot.session.next_feed(slot.spec.as_mut(), id, &a.budget);
+                drafts[slot.id] = feed[1..].to_vec();
                 slot.session.stage(&feed, slot.id, &mut batch, |_| true);
                 rows.extend(std::iter::repeat_n(slot.id, feed.len()));
             }
@@ -460,38 +443,37 @@ impl Worker<'_> {
             metrics.drafts.add(1);
             metrics.draft_tokens.add(draft.len() as u64);
         }
-        let verified = slot.session.verify(logits, draft, |row, history| {
-            emit(a, tok, metrics, row, history)
-        });
-        a.draft_n_accepted += verified.accepted;
-        metrics.draft_accepted.add(verified.accepted as u64);
-        let end = match verified.next {
-            ControlFlow::Continue(id) if slot.session.make_room() => {
-                a.next_token = Some(id);
-                return;
-            }
-            ControlFlow::Continue(_) => End::Finish(Finish::ContextFull),
-            ControlFlow::Break(end) => end,
-        };
-        self.end(i, end);
+        // (A copy: `emit` borrows the rest of the request.)
+        let mut budget = a.budget;
+        let step = slot
+            .session
+            .step(logits, draft, &mut budget, |row, history| {
+                emit(a, tok, metrics, row, history)
+            });
+        a.budget = budget;
+        a.draft_n_accepted += step.accepted;
+        metrics.draft_accepted.add(step.accepted as u64);
+        match step.next {
+            ControlFlow::Continue(id) => a.next_token = Some(id),
+            ControlFlow::Break(reason) => self.end(i, reason),
+        }
     }
 
-    /// Ends slot `i`'s request: the text still held back and the summary go to its handler.
-    fn end(&mut self, i: usize, end: End) {
+    /// Ends slot `i`'s request: the text still held back and the summary go to its handler
+    /// ([`StopReason::Cancelled`]: its handler fell [`EVENT_BUFFER`] events behind, as when its
+    /// client stopped reading, and hears nothing more).
+    fn end(&mut self, i: usize, finish: StopReason) {
         let now = Instant::now();
         let slot = &mut self.slots[i];
         slot.last_used = now;
         let Some(mut a) = slot.active.take() else {
             return;
         };
-        let finish = match end {
-            End::Dropped => {
-                self.metrics.requests_cancelled.add(1);
-                return;
-            }
-            End::Finish(finish) => finish,
-        };
-        if !matches!(finish, Finish::StopWord(_)) {
+        if finish == StopReason::Cancelled {
+            self.metrics.requests_cancelled.add(1);
+            return;
+        }
+        if !matches!(finish, StopReason::StopWord(_)) {
             let (text, tokens) = a.flush();
             if !text.is_empty() || !tokens.is_empty() {
                 let probs = a.take_probs(!tokens.is_empty());
@@ -567,14 +549,14 @@ fn restore_error(path: &std::path::Path, e: &RestoreError) -> ApiError {
 }
 
 /// Samples a request's next token from `row` (`history`: the tokens before it) and sends its
-/// text to the handler; `Break` when the token ends the request.
+/// text to the handler; `Break` when the token ends the request (the budget is the step's).
 fn emit(
     a: &mut Active,
     tok: &Tokenizer,
     metrics: &Metrics,
     row: &[f32],
     history: &[u32],
-) -> ControlFlow<End, u32> {
+) -> ControlFlow<StopReason, u32> {
     let id = match a.job.params.n_probs {
         Some(n) if a.job.params.post_sampling_probs => {
             let (id, dist) = a.sampler.sample_with_probs(row, history);
@@ -592,7 +574,7 @@ fn emit(
     a.n_decoded += 1;
     metrics.tokens_predicted.add(1);
     if tok.is_eog(id) && !a.job.params.ignore_eos {
-        return ControlFlow::Break(End::Finish(Finish::Eog));
+        return ControlFlow::Break(StopReason::EndOfGeneration);
     }
     if let Some(p) = a.step_probs.take() {
         a.pending_probs.push(p);
@@ -612,15 +594,11 @@ fn emit(
         };
         // Full: the handler is EVENT_BUFFER events behind; cut it off.
         if a.job.events.try_send(event).is_err() {
-            return ControlFlow::Break(End::Dropped);
+            return ControlFlow::Break(StopReason::Cancelled);
         }
     }
-    let n_predict = a.job.params.n_predict;
-    if let Some(word) = stopped {
-        ControlFlow::Break(End::Finish(Finish::StopWord(word)))
-    } else if n_predict >= 0 && a.n_decoded as i64 >= n_predict {
-        ControlFlow::Break(End::Finish(Finish::Length))
-    } else {
-        ControlFlow::Continue(id)
+    match stopped {
+        Some(word) => ControlFlow::Break(StopReason::StopWord(word)),
+        None => ControlFlow::Continue(id),
     }
 }

@@ -6,6 +6,7 @@
 
 use crate::engine::session::Session;
 use crate::engine::speculative::Speculator;
+use crate::engine::{Budget, StopReason};
 use crate::sampling::logprobs::StepLogprobs;
 use crate::sampling::{Sampler, SamplingParams, TokenVocab};
 use crate::stop_text::StopText;
@@ -40,34 +41,28 @@ pub struct GenParams {
     pub return_progress: bool,
 }
 
-/// Why generation ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Finish {
-    /// An end-of-generation token.
-    Eog,
-    /// The token budget (`n_predict` / `max_tokens`).
-    Length,
-    /// The slot's context is full.
-    ContextFull,
-    /// A stop sequence appeared (it is not part of the text).
-    StopWord(String),
+/// A stop reason as the APIs name it.
+pub trait FinishNames {
+    /// OpenAI's `finish_reason`.
+    fn openai(&self) -> &'static str;
+    /// llama.cpp's `stop_type`.
+    fn stop_type(&self) -> &'static str;
 }
 
-impl Finish {
-    /// OpenAI's `finish_reason`.
-    pub fn openai(&self) -> &'static str {
+impl FinishNames for StopReason {
+    fn openai(&self) -> &'static str {
         match self {
-            Finish::Eog | Finish::StopWord(_) => "stop",
-            Finish::Length | Finish::ContextFull => "length",
+            StopReason::EndOfGeneration | StopReason::StopWord(_) | StopReason::Cancelled => "stop",
+            StopReason::Length | StopReason::ContextFull => "length",
         }
     }
 
-    /// llama.cpp's `stop_type`.
-    pub fn stop_type(&self) -> &'static str {
+    fn stop_type(&self) -> &'static str {
         match self {
-            Finish::Eog => "eos",
-            Finish::StopWord(_) => "word",
-            Finish::Length | Finish::ContextFull => "limit",
+            StopReason::EndOfGeneration => "eos",
+            StopReason::StopWord(_) => "word",
+            StopReason::Length | StopReason::ContextFull => "limit",
+            StopReason::Cancelled => "none",
         }
     }
 }
@@ -75,7 +70,7 @@ impl Finish {
 /// Figures reported when a request ends.
 #[derive(Clone, Debug)]
 pub struct Summary {
-    pub finish: Finish,
+    pub finish: StopReason,
     pub slot: usize,
     pub stats: Stats,
 }
@@ -189,6 +184,8 @@ pub struct Active {
     pub step_probs: Option<StepLogprobs>,
     /// The sampled token to feed next.
     pub next_token: Option<u32>,
+    /// The request's token budget (`n_predict`), which ends it when spent.
+    pub budget: Budget,
     pub n_decoded: usize,
     /// The text sent so far has a line break (`/slots`' `has_new_line`).
     pub has_new_line: bool,
@@ -240,6 +237,7 @@ impl<'m> Slot<'m> {
         self.last_params = Some(job.params.clone());
         let sampler = Sampler::new(job.params.sampling.clone(), vocab.clone());
         let stops = StopText::new(job.params.stop.clone());
+        let job_n_predict = job.params.n_predict;
         self.active = Some(Active {
             job,
             prompt_done: keep,
@@ -251,6 +249,7 @@ impl<'m> Slot<'m> {
             pending_probs: Vec::new(),
             step_probs: None,
             next_token: None,
+            budget: Budget::new(job_n_predict),
             n_decoded: 0,
             has_new_line: false,
             draft_n: 0,
