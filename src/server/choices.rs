@@ -7,9 +7,9 @@
 
 use super::error::ApiError;
 use super::generation::{Extras, Shape};
+use super::protocol::{Event, GenParams, Summary};
 use super::response::{Responder, Response};
 use super::scheduler::JobHandle;
-use super::slots::{Event, GenParams, Summary};
 use super::sse::SseStream;
 use super::State;
 use serde_json::{json, Value};

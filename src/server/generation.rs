@@ -7,8 +7,8 @@
 use super::error::ApiError;
 use super::json::kind;
 use super::json::Obj;
+use super::protocol::{Event, GenParams, Progress, Stats, Summary};
 use super::response::{Responder, Response};
-use super::slots::{Event, GenParams, Progress, Stats, Summary};
 use super::State;
 use crate::sampling::grammar::{json_schema, JSON_OBJECT_GBNF};
 use crate::sampling::logprobs::StepLogprobs;

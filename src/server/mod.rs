@@ -25,6 +25,7 @@ mod json;
 mod metrics;
 mod native;
 mod openai;
+mod protocol;
 mod response;
 mod routes;
 mod scheduler;

@@ -4,9 +4,9 @@
 use super::error::ApiError;
 use super::generation::{self, check_prompt, sampling_params, timings, Shape};
 use super::json::{kind, parse_body, Obj};
+use super::protocol::FinishNames;
+use super::protocol::{GenParams, Summary};
 use super::response::{Responder, Response};
-use super::slots::FinishNames;
-use super::slots::{GenParams, Summary};
 use super::State;
 use crate::tokenizer::DetokenizeOptions;
 use serde_json::{json, Value};

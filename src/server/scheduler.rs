@@ -12,10 +12,9 @@
 
 use super::error::ApiError;
 use super::metrics::Metrics;
+use super::protocol::{Event, GenParams, Job, SlotAction, SlotDone, SlotOp, Summary};
 use super::slot_file::{self, ModelId, RestoreError};
-use super::slots::{
-    pick_slot, Active, Event, GenParams, Job, Slot, SlotAction, SlotDone, SlotOp, Summary, TextStep,
-};
+use super::slots::{pick_slot, Active, Slot, TextStep};
 use crate::backend::SeqCache;
 use crate::engine::loaded::Loaded;
 use crate::engine::session::{keep_tokens, Session};

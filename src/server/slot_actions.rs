@@ -5,9 +5,9 @@
 
 use super::error::ApiError;
 use super::json::{parse_body, Obj};
+use super::protocol::{SlotDone, SlotOp};
 use super::response::{Responder, Response};
 use super::slot_file::check_filename;
-use super::slots::{SlotDone, SlotOp};
 use super::State;
 use serde_json::{json, Value};
 use std::sync::mpsc::RecvTimeoutError;

@@ -1,170 +1,20 @@
-//! Slots: the server's parallel sequences. Each slot owns a [`Session`] (its KV cache and the
-//! tokens that cache holds, so a new request whose prompt starts the same way skips
-//! re-evaluating them) and, when speculating, its draft sources. Also the per-request text
-//! state: streaming detokenization with stop sequences held back until they can no longer match
-//! ([`StopText`]).
+//! Slots: the server's parallel sequences, the scheduler's state. Each slot owns a [`Session`]
+//! (its KV cache and the tokens that cache holds, so a new request whose prompt starts the same
+//! way skips re-evaluating them) and, when speculating, its draft sources. Also the per-request
+//! text state: streaming detokenization with stop sequences held back until they can no longer
+//! match ([`StopText`]). What requests and their handlers exchange with the scheduler is
+//! `protocol`'s.
 
+use super::protocol::{Event, GenParams, Job, Progress, Stats};
 use crate::engine::session::Session;
 use crate::engine::speculative::Speculator;
-use crate::engine::{Budget, StopReason};
+use crate::engine::Budget;
 use crate::sampling::logprobs::StepLogprobs;
-use crate::sampling::{Sampler, SamplingParams, TokenVocab};
+use crate::sampling::{Sampler, TokenVocab};
 use crate::stop_text::StopText;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// What a request asks of generation.
-#[derive(Clone, Debug)]
-pub struct GenParams {
-    pub sampling: SamplingParams,
-    /// Most tokens to generate (negative: until end of generation or a full context).
-    pub n_predict: i64,
-    pub stop: Vec<String>,
-    /// Reuse the slot's cached prefix.
-    pub cache_prompt: bool,
-    /// Keep going past end-of-generation tokens.
-    pub ignore_eos: bool,
-    /// Report each token's log-probability and this many alternatives (`None`: no
-    /// log-probabilities).
-    pub n_probs: Option<usize>,
-    /// Prompt tokens a context shift keeps (`n_keep`; `None`: the server's `--keep`).
-    pub n_keep: Option<i64>,
-    /// Probabilities after the sampler chain instead of the model's log-probabilities
-    /// (llama-server's `post_sampling_probs`).
-    pub post_sampling_probs: bool,
-    /// Every streamed event carries the request's timings so far (`timings_per_token`).
-    pub timings_per_token: bool,
-    /// Send [`Event::Progress`] while the prompt is read (`return_progress`, streams only).
-    pub return_progress: bool,
-}
-
-/// A stop reason as the APIs name it.
-pub trait FinishNames {
-    /// OpenAI's `finish_reason`.
-    fn openai(&self) -> &'static str;
-    /// llama.cpp's `stop_type`.
-    fn stop_type(&self) -> &'static str;
-}
-
-impl FinishNames for StopReason {
-    fn openai(&self) -> &'static str {
-        match self {
-            StopReason::EndOfGeneration | StopReason::StopWord(_) | StopReason::Cancelled => "stop",
-            StopReason::Length | StopReason::ContextFull => "length",
-        }
-    }
-
-    fn stop_type(&self) -> &'static str {
-        match self {
-            StopReason::EndOfGeneration => "eos",
-            StopReason::StopWord(_) => "word",
-            StopReason::Length | StopReason::ContextFull => "limit",
-            StopReason::Cancelled => "none",
-        }
-    }
-}
-
-/// Figures reported when a request ends.
-#[derive(Clone, Debug)]
-pub struct Summary {
-    pub finish: StopReason,
-    pub slot: usize,
-    pub stats: Stats,
-}
-
-/// A request's counts and times so far (llama-server's `timings`).
-#[derive(Clone, Debug, Default)]
-pub struct Stats {
-    pub n_prompt: usize,
-    /// Prompt tokens found in the slot's cache and not evaluated again.
-    pub n_cached: usize,
-    pub n_predicted: usize,
-    pub prompt_ms: f64,
-    pub predicted_ms: f64,
-    /// Draft tokens proposed for this request, and how many the model agreed with.
-    pub draft_n: usize,
-    pub draft_n_accepted: usize,
-}
-
-/// How far a request's prompt has been read (llama-server's `prompt_progress`).
-#[derive(Clone, Copy, Debug)]
-pub struct Progress {
-    /// Prompt tokens.
-    pub total: usize,
-    /// Of them, found in the slot's cache.
-    pub cache: usize,
-    /// Of them, in the cache now (cached or evaluated).
-    pub processed: usize,
-    /// Since the request took its slot.
-    pub time_ms: u64,
-}
-
-/// What the scheduler tells a request's handler.
-#[derive(Debug)]
-pub enum Event {
-    /// New text (complete UTF-8 characters, stop sequences withheld) and the tokens behind it.
-    Text {
-        text: String,
-        tokens: Vec<u32>,
-        /// One entry per token when log-probabilities were asked for.
-        probs: Vec<StepLogprobs>,
-        stats: Stats,
-    },
-    /// More of the prompt was read (only when the request asked for `return_progress`).
-    Progress {
-        progress: Progress,
-        stats: Stats,
-    },
-    Done(Summary),
-}
-
-/// What a `POST /slots/{id}?action=...` does to an idle slot.
-#[derive(Clone, Debug)]
-pub enum SlotOp {
-    /// Write the slot's tokens and cache to this file.
-    Save(std::path::PathBuf),
-    /// Replace them with this file's.
-    Restore(std::path::PathBuf),
-    /// Forget them.
-    Erase,
-}
-
-/// A slot operation, run by the scheduler once the slot is idle (as llama-server defers it).
-pub struct SlotAction {
-    pub slot: usize,
-    pub op: SlotOp,
-    pub reply: mpsc::Sender<Result<SlotDone, super::error::ApiError>>,
-}
-
-/// What a slot operation did.
-#[derive(Clone, Copy, Debug)]
-pub struct SlotDone {
-    /// Tokens saved, restored or erased.
-    pub n_tokens: usize,
-    /// Bytes written or read (0 for an erase).
-    pub n_bytes: u64,
-    pub ms: f64,
-}
-
-/// A request waiting for or occupying a slot.
-pub struct Job {
-    pub prompt: Vec<u32>,
-    pub params: GenParams,
-    /// Bounded ([`EVENT_BUFFER`](super::scheduler::EVENT_BUFFER)): a handler that falls that far behind (its client stopped
-    /// reading) has its job cancelled rather than the scheduler waiting or buffering on.
-    pub events: mpsc::SyncSender<Event>,
-    pub cancel: Arc<AtomicBool>,
-    pub id: u64,
-}
-
-impl Job {
-    pub fn cancelled(&self) -> bool {
-        self.cancel.load(Ordering::Relaxed)
-    }
-}
 
 /// A slot's request in progress.
 pub struct Active {
