@@ -102,7 +102,7 @@ pub fn names() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chat::template::{ChatTemplate, Message};
+    use crate::chat::{ChatTemplate, Message};
 
     fn render(name: &str, with_system: bool) -> String {
         let t = ChatTemplate::new(builtin(name).unwrap(), "<s>", "</s>").unwrap();

@@ -10,7 +10,8 @@
 //! Isolation is on once [`enable`] names the executable (the `llamafile` binary does so at
 //! start); a library user that never calls it renders in-process, with the budget only.
 
-use super::template::{ChatError, ChatTemplate, Message, TemplateSpec};
+use super::message::Message;
+use super::template::{ChatError, ChatTemplate, RenderOptions, TemplateSpec};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::io::{Read, Write};
@@ -64,11 +65,11 @@ pub(super) struct Job<'a> {
     pub render: Option<RenderArgs<'a>>,
 }
 
-/// The arguments of [`ChatTemplate::render`].
+/// The arguments of [`ChatTemplate::render_with`].
 #[derive(Serialize, Deserialize)]
 pub(super) struct RenderArgs<'a> {
     pub messages: Cow<'a, [Message]>,
-    pub add_generation_prompt: bool,
+    pub options: Cow<'a, RenderOptions>,
 }
 
 /// A worker's answer.
@@ -119,7 +120,7 @@ pub fn serve_if_worker() -> Option<std::process::ExitCode> {
 fn do_job(job: Job) -> Result<Option<String>, ChatError> {
     let t = ChatTemplate::compile(job.spec.into_owned())?;
     match job.render {
-        Some(r) => t.render(&r.messages, r.add_generation_prompt).map(Some),
+        Some(r) => t.render_with(&r.messages, &r.options).map(Some),
         None => Ok(None),
     }
 }

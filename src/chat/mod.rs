@@ -14,12 +14,15 @@
 
 mod builtin;
 pub mod isolate;
+mod message;
+mod pyjson;
 mod template;
 mod terminal;
 
 pub use builtin::{builtin, names as builtin_names};
 
-pub use template::{ChatError, ChatTemplate, Message, CHATML, RENDER_FUEL};
+pub use message::{FunctionCall, Message, ToolCall};
+pub use template::{ChatError, ChatTemplate, RenderOptions, CHATML, RENDER_FUEL};
 pub use terminal::{run_chat, ChatOptions};
 
 use crate::cli::Cli;

@@ -3,6 +3,8 @@
 //! `raise_exception` / `strftime_now` helpers that `transformers` provides.
 
 use super::isolate::{self, Job, RenderArgs};
+use super::message::Message;
+use super::pyjson;
 use crate::gguf::GgufFile;
 use crate::tokenizer::Tokenizer;
 use minijinja::{Environment, ErrorKind, Value};
@@ -16,22 +18,6 @@ pub const CHATML: &str = "{%- for message in messages -%}\
 {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' -}}\
 {%- endfor -%}\
 {%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}";
-
-/// One turn of a conversation.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Message {
-    pub role: String,
-    pub content: String,
-}
-
-impl Message {
-    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Message {
-        Message {
-            role: role.into(),
-            content: content.into(),
-        }
-    }
-}
 
 /// Why a conversation could not be rendered.
 #[derive(Debug, thiserror::Error)]
@@ -159,6 +145,9 @@ impl ChatTemplate {
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
+        // transformers' `tojson` (Python's json.dumps: ", " and ": ", no HTML escaping, keys in
+        // their order), not minijinja's compact, HTML-safe one.
+        env.add_filter("tojson", pyjson::tojson_filter);
         env.add_template_owned("chat", spec.source.clone())
             .map_err(|e| ChatError::Syntax(describe(&e)))?;
         Ok(ChatTemplate {
@@ -214,6 +203,20 @@ impl ChatTemplate {
         messages: &[Message],
         add_generation_prompt: bool,
     ) -> Result<String, ChatError> {
+        let options = RenderOptions {
+            add_generation_prompt,
+            ..RenderOptions::default()
+        };
+        self.render_with(messages, &options)
+    }
+
+    /// The prompt text for `messages` with `options`: the tools the model may call and the
+    /// request's own template variables (`chat_template_kwargs`).
+    pub fn render_with(
+        &self,
+        messages: &[Message],
+        options: &RenderOptions,
+    ) -> Result<String, ChatError> {
         let env = match &self.engine {
             Engine::InProcess(env) => env,
             Engine::Isolated { exe, deadline } => {
@@ -221,7 +224,7 @@ impl ChatTemplate {
                     spec: Cow::Borrowed(&self.spec),
                     render: Some(RenderArgs {
                         messages: Cow::Borrowed(messages),
-                        add_generation_prompt,
+                        options: Cow::Borrowed(options),
                     }),
                 };
                 let text = isolate::run(exe, &job, *deadline)?;
@@ -231,16 +234,33 @@ impl ChatTemplate {
         let tmpl = env
             .get_template("chat")
             .map_err(|e| ChatError::Syntax(describe(&e)))?;
-        let ctx = minijinja::context! {
-            messages => Value::from_serialize(messages),
-            add_generation_prompt => add_generation_prompt,
-            bos_token => self.spec.bos_token.as_str(),
-            eos_token => self.spec.eos_token.as_str(),
-            tools => Value::from(()),
-        };
-        tmpl.render(ctx)
+        // As transformers and llama.cpp: the request's variables first, then ours over them.
+        let mut ctx = options.kwargs.clone();
+        let json = |v| serde_json::to_value(v).unwrap_or(serde_json::Value::Null);
+        ctx.insert("messages".into(), json(messages));
+        ctx.insert(
+            "add_generation_prompt".into(),
+            options.add_generation_prompt.into(),
+        );
+        ctx.insert("bos_token".into(), self.spec.bos_token.clone().into());
+        ctx.insert("eos_token".into(), self.spec.eos_token.clone().into());
+        let tools = options.tools.clone().unwrap_or(serde_json::Value::Null);
+        ctx.insert("tools".into(), tools);
+        tmpl.render(Value::from_serialize(&ctx))
             .map_err(|e| ChatError::Render(describe(&e)))
     }
+}
+
+/// What a rendering is given besides the messages.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RenderOptions {
+    /// End with the assistant's opening.
+    pub add_generation_prompt: bool,
+    /// The functions the model may call (OpenAI's `tools`: `[{"type": "function", "function":
+    /// {"name", "description", "parameters"}}]`), as the template's `tools`.
+    pub tools: Option<serde_json::Value>,
+    /// More template variables (a request's `chat_template_kwargs`, e.g. `enable_thinking`).
+    pub kwargs: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The error's message with its cause chain, in one line.
