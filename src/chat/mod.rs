@@ -18,6 +18,7 @@ mod message;
 mod pyjson;
 mod template;
 mod terminal;
+pub mod tool_call;
 
 pub use builtin::{builtin, names as builtin_names};
 
