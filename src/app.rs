@@ -8,7 +8,7 @@ use crate::engine::loaded::{load_model, Loaded};
 use crate::engine::session::Session;
 use crate::engine::PlacedModel;
 use crate::escapes::process_escapes;
-use crate::gpu::backend::CudaBackend;
+use crate::gpu::backend::{lines_staying_on_cpu, CudaBackend, WeightsError};
 use crate::gpu::startup::{probe_for_run, GpuStart};
 use crate::gpu::{line_on_gpu, GpuMode};
 use crate::perplexity::perplexity;
@@ -21,17 +21,14 @@ use std::io::Write;
 use std::sync::Arc;
 
 /// Places `model`'s blocks as `-ngl` asks (llama.cpp's default when absent: `auto`) on the GPU
-/// the start-up probe found, building the CUDA backend for the plan's device layers, and prints
-/// the start line. Without a GPU, or when the backend cannot be built (a weight type without
-/// kernels, experts, device memory), every block stays where loading put it (the CPU, or the
-/// debug split of `LLAMAFILE_SPLIT_LAYERS`) and the line says why; with `--gpu nvidia` that is
-/// an error instead.
-fn place_layers(
-    cli: &Cli,
-    model: &mut PlacedModel,
-    gpu: &GpuStart,
-    mode: GpuMode,
-) -> Result<LayerPlan> {
+/// the start-up probe found, and prints the start line. The plan's device layers that the CUDA
+/// kernels cannot run (experts, latent attention, a weight type or width without kernels) stay on the
+/// CPU, a line per reason saying which; the others go to the GPU, one CUDA backend per run of
+/// consecutive blocks. Without a GPU, when the model as a whole is refused (YaRN, wide heads) or
+/// none of its blocks can run there, or when a backend cannot be built (device memory), every
+/// block stays where loading put it (the CPU, or the debug split of `LLAMAFILE_SPLIT_LAYERS`)
+/// and the line says why; with `--gpu nvidia` that is an error instead.
+fn place_layers(cli: &Cli, model: &mut PlacedModel, gpu: &GpuStart, mode: GpuMode) -> Result<()> {
     let ngl = cli
         .n_gpu_layers
         .as_deref()
@@ -42,7 +39,7 @@ fn place_layers(
         for line in gpu.lines(0, n_layer) {
             eprintln!("{line}");
         }
-        return Ok(LayerPlan::new(ngl, n_layer, false));
+        return Ok(());
     };
     for note in &opened.notes {
         eprintln!("{note}");
@@ -51,26 +48,53 @@ fn place_layers(
     let plan = LayerPlan::new(ngl, n_layer, true);
     if plan.n_device() == 0 {
         eprintln!("{}", line_on_gpu(info, 0, n_layer));
-        return Ok(plan);
+        return Ok(());
     }
-    match CudaBackend::new(
-        model,
-        &opened.device,
-        plan.device.clone(),
-        plan.head_on_device,
-    ) {
-        Ok(backend) => {
-            let device: Arc<dyn Backend> = Arc::new(backend);
-            model.set_placement(plan.placement(Some(device))?)?;
-            eprintln!("{}", line_on_gpu(info, plan.n_device(), n_layer));
-            Ok(plan)
+    let refuse = |e: WeightsError| -> Result<()> {
+        if mode == GpuMode::Nvidia {
+            bail!("--gpu nvidia: {info}: {e}");
         }
-        Err(e) if mode == GpuMode::Nvidia => bail!("--gpu nvidia: {info}: {e}"),
-        Err(e) => {
-            eprintln!("{} ({e}); running on CPU", line_on_gpu(info, 0, n_layer));
-            Ok(LayerPlan::new(ngl, n_layer, false))
+        eprintln!("{} ({e}); running on CPU", line_on_gpu(info, 0, n_layer));
+        Ok(())
+    };
+    if let Err(e) = CudaBackend::supports_model(model) {
+        return refuse(e);
+    }
+    let mut refused: Vec<(usize, WeightsError)> = plan
+        .device
+        .clone()
+        .filter_map(|il| CudaBackend::supports(model, il).err().map(|e| (il, e)))
+        .collect();
+    let head = CudaBackend::supports_head(model);
+    let split = plan.split(|il| !refused.iter().any(|(r, _)| *r == il), head.is_ok());
+    if split.n_device() == 0 {
+        return refuse(refused.swap_remove(0).1);
+    }
+    let mut devices: Vec<Arc<dyn Backend>> = Vec::new();
+    let runs: Vec<_> = split.device_runs().collect();
+    for (i, layers) in runs.iter().enumerate() {
+        let with_head = split.head_on_device && i + 1 == runs.len();
+        match CudaBackend::new(model, &opened.device, layers.clone(), with_head) {
+            Ok(backend) => devices.push(Arc::new(backend)),
+            Err(e) => return refuse(e),
         }
     }
+    model.set_placement(split.placement(devices)?)?;
+    for line in lines_staying_on_cpu(&refused) {
+        eprintln!("{line}");
+    }
+    if plan.head_on_device && !split.head_on_device {
+        let why = match head {
+            Err(e) => e.to_string(),
+            Ok(()) => format!("layer {} stays there", n_layer - 1),
+        };
+        eprintln!("llamafile: the output head stays on the CPU: {why}");
+    }
+    if !refused.is_empty() {
+        eprintln!("llamafile: {}", model.placement().describe());
+    }
+    eprintln!("{}", line_on_gpu(info, split.n_device(), n_layer));
+    Ok(())
 }
 
 /// `--upgrade-engine OLD OUT`: this executable with OLD's entries.

@@ -1,6 +1,7 @@
 //! The GPU runtime without a GPU: what `--gpu`, `-ngl` and `--main-gpu` do when the driver is
 //! absent, broken, or a fake (`tests/data/gpu/fake_libcuda.c`, built here with `cc` and put on
-//! `LD_LIBRARY_PATH`): one clear line, the right reason, no crash, the CPU's output unchanged.
+//! `LD_LIBRARY_PATH`): one clear line, the right reason, no crash, the CPU's output unchanged;
+//! blocks the kernels cannot run stay on the CPU while the others go to the (fake) GPU.
 //! Also: every kernel source compiles to a cubin through the runtime's NVRTC path (`--recompile`)
 //! and the committed PTX is what tools/build-ptx.py makes of the sources.
 #![cfg(target_os = "linux")]
@@ -289,6 +290,100 @@ fn a_working_driver_is_named_and_takes_the_layers_asked_for() {
         stderr(&out)
     );
     assert_eq!(out.stdout, cpu.stdout);
+}
+
+/// SmolLM2 with the `ffn_down` matrices of blocks `layers` requantized to Q5_1, a type the CUDA
+/// kernels do not read, written once under the target's scratch directory.
+fn smollm2_with_q5_1_ffn_down(model: &Path, layers: &[usize]) -> PathBuf {
+    use llamafile::gguf::{GgufFile, GgufWriter};
+    use llamafile::quant::{dequantize_row, quantize_row, GgmlType};
+    let src = GgufFile::open(model).unwrap();
+    let mut w = GgufWriter::new();
+    for (key, value) in src.metadata() {
+        w.add_kv(key, value.clone());
+    }
+    let names: Vec<String> = layers
+        .iter()
+        .map(|il| format!("blk.{il}.ffn_down.weight"))
+        .collect();
+    for t in src.tensors() {
+        let data = src.tensor_data(t);
+        if !names.contains(&t.name) {
+            w.add_tensor(&t.name, &t.dims, t.ty, data).unwrap();
+            continue;
+        }
+        let cols = t.dims[0] as usize;
+        let in_row = t.ty.bytes_for(cols as u64).unwrap() as usize;
+        let out_row = GgmlType::Q5_1.bytes_for(cols as u64).unwrap() as usize;
+        let mut row = vec![0f32; cols];
+        let mut out = vec![0u8; data.len() / in_row * out_row];
+        for (src_row, dst) in data.chunks_exact(in_row).zip(out.chunks_exact_mut(out_row)) {
+            dequantize_row(t.ty, src_row, &mut row);
+            quantize_row(GgmlType::Q5_1, &row, dst);
+        }
+        w.add_tensor(&t.name, &t.dims, GgmlType::Q5_1, out).unwrap();
+    }
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("smollm2-q5_1-down-{}.gguf", std::process::id()));
+    w.write_file(&path).unwrap();
+    path
+}
+
+#[test]
+fn blocks_the_kernels_cannot_run_stay_on_the_cpu_and_the_rest_go_to_the_gpu() {
+    let Some(dir) = fake_driver("full", &[]) else {
+        return;
+    };
+    let Some(model) = model_path(SMOLLM2) else {
+        return;
+    };
+    let mixed = smollm2_with_q5_1_ffn_down(&model, &[5, 25, 26]);
+    let m = mixed.to_str().unwrap();
+    let base = ["-m", m, "-p", "The capital of France is", "-n", "2"];
+    let log = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("split-launches-{}", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let log_env = [("FAKE_CUDA_LOG", log.to_str().unwrap())];
+    let args = [&base[..], &["--temp", "0", "-ngl", "99", "--gpu", "nvidia"]].concat();
+    let out = run(&dir, &log_env, &args);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "llamafile: layers 5, 25..27 stay on the CPU: \
+             ffn_down is Q5_1, which the CUDA kernels do not read\n"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "llamafile: layers 0..5 on cuda0, 5..6 on cpu, 6..25 on cuda0, 25..27 on cpu, \
+             27..30 on cuda0; output head on cuda0\n"
+        ),
+        "{err}"
+    );
+    let line = gpu_line(&out);
+    assert!(line.ends_with("), 27/30 layers"), "{line}");
+    // 16 launches for each block on the device, and the head (see the test above).
+    let launches = std::fs::read_to_string(&log).expect("no kernel was launched");
+    assert_eq!(launches.lines().count(), 27 * 16 + 1, "{launches}");
+    std::fs::remove_file(&log).unwrap();
+
+    // -ngl 3 asks for blocks 27..30 only: none is refused, and nothing is said about block 5.
+    let out = run(&dir, &[], &[&base[..], &["-ngl", "3"]].concat());
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("stay on the CPU"), "{err}");
+    assert!(gpu_line(&out).ends_with("), 3/30 layers"), "{err}");
+    // -ngl 4 (blocks 26..30): block 26 stays, the GPU takes three.
+    let out = run(&dir, &[], &[&base[..], &["-ngl", "4"]].concat());
+    let err = stderr(&out);
+    assert!(
+        err.contains("llamafile: layer 26 stays on the CPU: ffn_down is Q5_1"),
+        "{err}"
+    );
+    assert!(gpu_line(&out).ends_with("), 3/30 layers"), "{err}");
+    std::fs::remove_file(&mixed).unwrap();
 }
 
 /// The pip package's libnvrtc.so, when Python has it.

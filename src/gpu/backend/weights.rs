@@ -26,6 +26,18 @@ pub enum WeightsError {
     Upload { tensor: String, error: GpuError },
 }
 
+impl WeightsError {
+    /// The message without block `il`'s prefix on the tensor's name (`ffn_down is Q5_1, ...`
+    /// for `blk.7.ffn_down`), so that blocks refused for the same reason say it alike.
+    pub fn in_any_block(&self, il: usize) -> String {
+        let text = self.to_string();
+        match text.strip_prefix(&format!("blk.{il}.")) {
+            Some(rest) => rest.to_string(),
+            None => text,
+        }
+    }
+}
+
 /// The kernel-name suffix for weights of type `ty` (`matvec_q4_k`), if the kernels read it.
 pub fn kernel_suffix(ty: GgmlType) -> Option<&'static str> {
     Some(match ty {
@@ -153,6 +165,30 @@ mod tests {
             check_matrix("t", &m),
             Err(WeightsError::Columns { cols: 40, .. })
         ));
+    }
+
+    #[test]
+    fn a_reason_without_the_block_reads_the_same_for_every_block() {
+        let m = QMat {
+            ty: GgmlType::Q5_1,
+            rows: 1,
+            cols: 64,
+            data: &[],
+        };
+        for il in [1, 12] {
+            let e = check_matrix(&format!("blk.{il}.ffn_down"), &m).unwrap_err();
+            assert_eq!(
+                e.in_any_block(il),
+                "ffn_down is Q5_1, which the CUDA kernels do not read"
+            );
+        }
+        // Another block's prefix, or none, stays.
+        let e = check_matrix("blk.10.ffn_down", &m).unwrap_err();
+        assert!(e.in_any_block(1).starts_with("blk.10.ffn_down is"));
+        assert_eq!(
+            WeightsError::Experts.in_any_block(3),
+            WeightsError::Experts.to_string()
+        );
     }
 
     #[test]
