@@ -115,11 +115,13 @@ pub fn run<S: Shape>(
                     let probs = extras.probs(tok, &probs);
                     match sse.as_mut() {
                         Some(s) => {
-                            let mut chunk =
-                                extras.chunk(&mut c.shape, &text, &tokens, &probs, &stats);
-                            set_index(&mut chunk, i);
-                            if s.json(&chunk).is_err() {
-                                return Ok(());
+                            for mut chunk in
+                                extras.chunks(&mut c.shape, &text, &tokens, &probs, &stats)
+                            {
+                                set_index(&mut chunk, i);
+                                if s.json(&chunk).is_err() {
+                                    return Ok(());
+                                }
                             }
                         }
                         None => {

@@ -28,6 +28,11 @@ pub trait Shape {
     /// One stream event for new text.
     /// `probs` holds one [`prob_json`] entry per token when log-probabilities were asked for.
     fn chunk(&mut self, text: &str, tokens: &[u32], probs: &[Value]) -> Value;
+    /// The stream events for new text: [`Shape::chunk`]'s one, unless the shape holds text back
+    /// (a chat reply's tool call) or lets several events out.
+    fn chunks(&mut self, text: &str, tokens: &[u32], probs: &[Value]) -> Vec<Value> {
+        vec![self.chunk(text, tokens, probs)]
+    }
     /// A stream event for prompt progress (llama-server's `return_progress`); the caller adds
     /// `prompt_progress`.
     fn progress(&mut self) -> Value {
@@ -423,10 +428,10 @@ pub fn run(
                 let probs = extras.probs(tok, &probs);
                 match sse.as_mut() {
                     Some(s) => {
-                        if s.json(&extras.chunk(shape, &t, &ids, &probs, &stats))
-                            .is_err()
-                        {
-                            return Ok(());
+                        for ev in extras.chunks(shape, &t, &ids, &probs, &stats) {
+                            if s.json(&ev).is_err() {
+                                return Ok(());
+                            }
                         }
                     }
                     None => {
@@ -485,20 +490,22 @@ impl Extras {
             .collect()
     }
 
-    /// The stream event for new text, with `timings` when asked for.
-    pub fn chunk(
+    /// The stream events for new text, with `timings` when asked for.
+    pub fn chunks(
         &self,
         shape: &mut dyn Shape,
         text: &str,
         tokens: &[u32],
         probs: &[Value],
         stats: &Stats,
-    ) -> Value {
-        let mut v = shape.chunk(text, tokens, probs);
+    ) -> Vec<Value> {
+        let mut out = shape.chunks(text, tokens, probs);
         if self.timings_per_token {
-            v["timings"] = timings(stats);
+            for v in &mut out {
+                v["timings"] = timings(stats);
+            }
         }
-        v
+        out
     }
 
     /// The stream event for prompt progress.

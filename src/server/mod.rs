@@ -13,6 +13,7 @@
 
 mod admission;
 mod base64;
+mod chat_reply;
 mod choices;
 mod conn;
 mod cors;
@@ -35,6 +36,7 @@ mod slots;
 mod socket;
 mod sse;
 mod static_files;
+mod tools;
 mod webui;
 
 pub use error::ApiError;

@@ -271,11 +271,7 @@ pub fn detokenize(state: &State, body: &[u8]) -> Result<Response, ApiError> {
 pub fn apply_template(state: &State, body: &[u8]) -> Result<Response, ApiError> {
     let v = parse_body(body)?;
     let o = Obj::root(&v);
-    let messages = super::openai::parse_messages(&o)?;
-    let prompt = state
-        .template
-        .render(&messages, true)
-        .map_err(|e| ApiError::field("messages", e))?;
+    let prompt = super::openai::chat_prompt(state, &o)?.text;
     Ok(Response::json(200, &json!({ "prompt": prompt })))
 }
 

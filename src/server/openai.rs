@@ -2,6 +2,7 @@
 //! OpenAI's request fields and response shapes (`chat.completion`, `chat.completion.chunk`,
 //! `text_completion`), so that OpenAI client libraries work unchanged.
 
+use super::chat_reply::ReplyReader;
 use super::choices::{self, MAX_CHOICES};
 use super::error::ApiError;
 use super::generation::{self, check_prompt, sampling_params, timings, usage, Shape};
@@ -9,10 +10,13 @@ use super::json::{kind, parse_body, Obj};
 use super::protocol::FinishNames;
 use super::protocol::{GenParams, Summary};
 use super::response::{Responder, Response};
+use super::tools::{Choice, Tools};
 use super::State;
-use crate::chat::Message;
+use crate::chat::tool_call::{Format, Reply};
+use crate::chat::{Message, RenderOptions, ToolCall};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// `GET /v1/models`.
 pub fn models(state: &State) -> Response {
@@ -39,7 +43,9 @@ pub fn models(state: &State) -> Response {
     )
 }
 
-/// The `messages` array of a chat request.
+/// The `messages` array of a chat request: text (a string or text parts), and for an agent's
+/// turns the assistant's `tool_calls` (their `arguments` a JSON string, as OpenAI sends them)
+/// and a tool's `tool_call_id`.
 pub fn parse_messages(o: &Obj) -> Result<Vec<Message>, ApiError> {
     let items = o
         .array("messages")?
@@ -54,55 +60,117 @@ pub fn parse_messages(o: &Obj) -> Result<Vec<Message>, ApiError> {
         let role = m
             .str("role")?
             .ok_or_else(|| ApiError::field(&m.path_of("role"), "is required"))?;
-        let content = match m.get("content") {
-            None => String::new(),
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Array(parts)) => {
-                let mut text = String::new();
-                for (j, part) in parts.iter().enumerate() {
-                    let ppath = format!("{path}.content[{j}]");
-                    let p = Obj::at(part, &ppath)?;
-                    match p.str("type")? {
-                        Some("text") => {}
-                        Some(other) => {
-                            return Err(ApiError::field(
-                                &p.path_of("type"),
-                                format!("'{other}' parts are not supported (only 'text')"),
-                            ))
-                        }
-                        None => return Err(ApiError::field(&p.path_of("type"), "is required")),
-                    }
-                    let t = p
-                        .str("text")?
-                        .ok_or_else(|| ApiError::field(&p.path_of("text"), "is required"))?;
-                    text.push_str(t);
-                }
-                text
-            }
-            Some(other) => {
-                return Err(ApiError::field(
-                    &m.path_of("content"),
-                    format!(
-                        "expected a string or an array of content parts, got {}",
-                        kind(other)
-                    ),
-                ))
-            }
-        };
-        out.push(Message::new(role, content));
+        let mut msg = Message::new(role, message_text(&m)?);
+        msg.tool_calls = history_calls(&m)?;
+        msg.tool_call_id = m.str("tool_call_id")?.map(str::to_string);
+        msg.name = m.str("name")?.map(str::to_string);
+        msg.reasoning_content = m.str("reasoning_content")?.map(str::to_string);
+        out.push(msg);
     }
     Ok(out)
 }
 
-/// Fields OpenAI clients may send that this server cannot honour: refused, not ignored.
-/// (`response_format`, penalties, `logit_bias` and `seed` are read with the sampling fields.)
-fn refuse_unsupported(o: &Obj) -> Result<(), ApiError> {
-    if o.array("tools")?.is_some_and(|t| !t.is_empty()) {
-        return Err(ApiError::field(
-            "tools",
-            "tool calls are not supported by this server yet",
-        ));
+/// A message's `content`: a string, text parts joined, or nothing (an assistant turn that only
+/// calls tools).
+fn message_text(m: &Obj) -> Result<String, ApiError> {
+    let path = m.path_of("content");
+    match m.get("content") {
+        None => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Array(parts)) => {
+            let mut text = String::new();
+            for (j, part) in parts.iter().enumerate() {
+                let ppath = format!("{path}[{j}]");
+                let p = Obj::at(part, &ppath)?;
+                match p.str("type")? {
+                    Some("text") => {}
+                    Some(other) => {
+                        return Err(ApiError::field(
+                            &p.path_of("type"),
+                            format!("'{other}' parts are not supported (only 'text')"),
+                        ))
+                    }
+                    None => return Err(ApiError::field(&p.path_of("type"), "is required")),
+                }
+                let t = p
+                    .str("text")?
+                    .ok_or_else(|| ApiError::field(&p.path_of("text"), "is required"))?;
+                text.push_str(t);
+            }
+            Ok(text)
+        }
+        Some(other) => Err(ApiError::field(
+            &path,
+            format!(
+                "expected a string or an array of content parts, got {}",
+                kind(other)
+            ),
+        )),
     }
+}
+
+/// An assistant message's `tool_calls`, their arguments parsed (templates print them as JSON).
+fn history_calls(m: &Obj) -> Result<Vec<ToolCall>, ApiError> {
+    let Some(calls) = m.array("tool_calls")? else {
+        return Ok(Vec::new());
+    };
+    let base = m.path_of("tool_calls");
+    let mut out = Vec::with_capacity(calls.len());
+    for (j, c) in calls.iter().enumerate() {
+        let cpath = format!("{base}[{j}]");
+        let c = Obj::at(c, &cpath)?;
+        if let Some(t) = c.str("type")? {
+            if t != "function" {
+                return Err(ApiError::field(
+                    &c.path_of("type"),
+                    format!("'{t}' calls are not supported (only 'function')"),
+                ));
+            }
+        }
+        let fpath = c.path_of("function");
+        let f = Obj::at(
+            c.get("function")
+                .ok_or_else(|| ApiError::field(&fpath, "is required"))?,
+            &fpath,
+        )?;
+        let name = f
+            .str("name")?
+            .ok_or_else(|| ApiError::field(&f.path_of("name"), "is required"))?;
+        let arguments = match f.get("arguments") {
+            None => json!({}),
+            Some(Value::String(s)) => serde_json::from_str(s).map_err(|e| {
+                ApiError::field(&f.path_of("arguments"), format!("is not valid JSON: {e}"))
+            })?,
+            Some(v @ Value::Object(_)) => v.clone(),
+            Some(other) => {
+                return Err(ApiError::field(
+                    &f.path_of("arguments"),
+                    format!("expected a JSON string, got {}", kind(other)),
+                ))
+            }
+        };
+        let id = c.str("id")?.unwrap_or_default();
+        out.push(ToolCall::function(id, name, arguments));
+    }
+    Ok(out)
+}
+
+/// `chat_template_kwargs`: more variables for the template (`enable_thinking`, ...).
+fn template_kwargs(o: &Obj) -> Result<serde_json::Map<String, Value>, ApiError> {
+    match o.get("chat_template_kwargs") {
+        None => Ok(serde_json::Map::new()),
+        Some(Value::Object(m)) => Ok(m.clone()),
+        Some(other) => Err(ApiError::field(
+            "chat_template_kwargs",
+            format!("expected an object, got {}", kind(other)),
+        )),
+    }
+}
+
+/// Fields of OpenAI's that these endpoints read and check only. (`response_format`,
+/// penalties, `logit_bias` and `seed` are read with the sampling fields; chat's `tools` by
+/// [`Tools::read`].)
+fn check_common(o: &Obj) -> Result<(), ApiError> {
     o.str("model")?;
     Ok(())
 }
@@ -205,16 +273,30 @@ fn new_id(prefix: &str) -> String {
 pub fn chat_completions(state: &State, body: &[u8], rsp: &mut Responder) -> Result<(), ApiError> {
     let v = parse_body(body)?;
     let o = Obj::root(&v);
-    refuse_unsupported(&o)?;
+    check_common(&o)?;
     let n = n_choices(&o)?;
-    let messages = parse_messages(&o)?;
     let stream = o.bool("stream")?.unwrap_or(false);
-    let params = gen_params(state, &o, -1, chat_logprobs(&o)?, stream)?;
+    let mut params = gen_params(state, &o, -1, chat_logprobs(&o)?, stream)?;
     let usage_in_stream = include_usage(&o)?;
-    let text = state
-        .template
-        .render(&messages, true)
-        .map_err(|e| ApiError::field("messages", e))?;
+    let ChatPrompt {
+        text,
+        tools,
+        format,
+    } = chat_prompt(state, &o)?;
+    if let (Some(t), Some(f)) = (&tools, format) {
+        if let Some(g) = t.grammar(f)? {
+            if let Some(k) = ["grammar", "json_schema", "response_format"]
+                .into_iter()
+                .find(|k| o.get(k).is_some())
+            {
+                return Err(ApiError::field(
+                    "tool_choice",
+                    format!("a forced tool call cannot be combined with '{k}'"),
+                ));
+            }
+            params.sampling.grammar = Some(Arc::new(g));
+        }
+    }
     let prompt = state.loaded.tokenizer.encode(&text, true, true);
     check_prompt(state, &prompt, "messages")?;
     let shape = ChatShape {
@@ -222,8 +304,41 @@ pub fn chat_completions(state: &State, body: &[u8], rsp: &mut Responder) -> Resu
         created: now(),
         model: state.config.model_name.clone(),
         usage_in_stream,
+        reader: ReplyReader::new(format),
     };
     run_choices(state, rsp, prompt, params, stream, n, shape)
+}
+
+/// A chat request's prompt text, with the tools the model was shown and the format its calls
+/// are read in (`None` without tools, or with `tool_choice: "none"`).
+pub struct ChatPrompt {
+    pub text: String,
+    pub tools: Option<Tools>,
+    pub format: Option<Format>,
+}
+
+/// Renders a chat request (`messages`, `tools`, `tool_choice`, `chat_template_kwargs`) with the
+/// model's template.
+pub fn chat_prompt(state: &State, o: &Obj) -> Result<ChatPrompt, ApiError> {
+    let messages = parse_messages(o)?;
+    let tools = Tools::read(o)?.filter(|t| t.choice != Choice::None);
+    let format = tools
+        .as_ref()
+        .map(|_| Format::detect(state.template.source()));
+    let options = RenderOptions {
+        add_generation_prompt: true,
+        tools: tools.as_ref().map(|t| t.json.clone()),
+        kwargs: template_kwargs(o)?,
+    };
+    let text = state
+        .template
+        .render_with(&messages, &options)
+        .map_err(|e| ApiError::field("messages", e))?;
+    Ok(ChatPrompt {
+        text,
+        tools,
+        format,
+    })
 }
 
 #[derive(Clone)]
@@ -232,6 +347,8 @@ struct ChatShape {
     created: u64,
     model: String,
     usage_in_stream: bool,
+    /// The reply as it streams: content, and tool calls held back until they are whole.
+    reader: ReplyReader,
 }
 
 impl ChatShape {
@@ -260,14 +377,42 @@ impl Shape for ChatShape {
         self.chunk_with_probs(json!({ "content": text }), None, probs)
     }
 
+    fn chunks(&mut self, text: &str, tokens: &[u32], probs: &[Value]) -> Vec<Value> {
+        let content = self.reader.push(text);
+        if content.is_empty() && probs.is_empty() {
+            return Vec::new();
+        }
+        vec![self.chunk(&content, tokens, probs)]
+    }
+
     fn progress(&mut self) -> Value {
         self.chunk_with(json!({ "role": "assistant", "content": null }), None)
     }
 
     fn closing(&mut self, s: &Summary) -> Vec<Value> {
-        let mut last = self.chunk_with(json!({}), Some(s.finish.openai()));
+        let (reply, rest) = self.reader.finish();
+        let mut out = Vec::new();
+        if !rest.is_empty() {
+            out.push(self.chunk_with(json!({ "content": rest }), None));
+        }
+        // Each call: its id and name first, then its arguments, as OpenAI streams them.
+        for (i, call) in reply.tool_calls.iter().enumerate() {
+            let head = json!({"tool_calls": [{
+                "index": i,
+                "id": call_id(&call.id),
+                "type": "function",
+                "function": { "name": call.function.name, "arguments": "" },
+            }]});
+            out.push(self.chunk_with(head, None));
+            let args = json!({"tool_calls": [{
+                "index": i,
+                "function": { "arguments": call.function.arguments.to_string() },
+            }]});
+            out.push(self.chunk_with(args, None));
+        }
+        let mut last = self.chunk_with(json!({}), Some(finish_reason(s, &reply)));
         last["timings"] = timings(&s.stats);
-        let mut out = vec![last];
+        out.push(last);
         if self.usage_in_stream {
             out.push(json!({
                 "id": self.id,
@@ -283,6 +428,30 @@ impl Shape for ChatShape {
     }
 
     fn whole(&mut self, text: &str, _tokens: &[u32], probs: &[Value], s: &Summary) -> Value {
+        let mut reader = self.reader.clone();
+        reader.push(text);
+        let (reply, _) = reader.finish();
+        let mut message = json!({ "role": "assistant", "content": reply.content });
+        if !reply.tool_calls.is_empty() {
+            if reply.content.is_empty() {
+                message["content"] = Value::Null;
+            }
+            let calls: Vec<Value> = reply
+                .tool_calls
+                .iter()
+                .map(|c| {
+                    json!({
+                        "id": call_id(&c.id),
+                        "type": "function",
+                        "function": {
+                            "name": c.function.name,
+                            "arguments": c.function.arguments.to_string(),
+                        },
+                    })
+                })
+                .collect();
+            message["tool_calls"] = Value::Array(calls);
+        }
         json!({
             "id": self.id,
             "object": "chat.completion",
@@ -291,9 +460,9 @@ impl Shape for ChatShape {
             "system_fingerprint": FINGERPRINT,
             "choices": [{
                 "index": 0,
-                "message": { "role": "assistant", "content": text },
+                "message": message,
                 "logprobs": chat_probs(probs),
-                "finish_reason": s.finish.openai(),
+                "finish_reason": finish_reason(s, &reply),
             }],
             "usage": usage(&s.stats),
             "timings": timings(&s.stats),
@@ -305,11 +474,29 @@ impl Shape for ChatShape {
     }
 }
 
+/// OpenAI's `finish_reason`: `tool_calls` when the reply made calls and was not cut short.
+fn finish_reason(s: &Summary, reply: &Reply) -> &'static str {
+    match s.finish.openai() {
+        "stop" if !reply.tool_calls.is_empty() => "tool_calls",
+        other => other,
+    }
+}
+
+/// A call's id: the one its format carried, or a fresh one.
+fn call_id(given: &str) -> String {
+    if given.is_empty() {
+        let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        format!("call_{:016x}{n:x}", crate::sampling::random_seed())
+    } else {
+        given.to_string()
+    }
+}
+
 /// `POST /v1/completions`.
 pub fn completions(state: &State, body: &[u8], rsp: &mut Responder) -> Result<(), ApiError> {
     let v = parse_body(body)?;
     let o = Obj::root(&v);
-    refuse_unsupported(&o)?;
+    check_common(&o)?;
     let n = n_choices(&o)?;
     if o.bool("echo")? == Some(true) {
         return Err(ApiError::field(
