@@ -5,17 +5,15 @@
 //! right types, `/` as its index.html, under `--api-prefix`, API keys as llama-server asks
 //! them), refusing paths that leave DIR.
 
-mod common;
-
-use common::http::{read_reply, send, Reply};
-use common::server::{start_model, Server};
+use super::{start, SMOLLM2};
+use crate::common;
+use crate::common::http::{read_reply, send, Reply};
+use crate::common::server::Server;
 use serde_json::json;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1";
 
 fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("llamafile-listen-{name}-{}", std::process::id()));
@@ -110,7 +108,7 @@ fn a_unix_socket_and_a_tcp_address_together() {
     let dir = temp_dir("both");
     let sock = dir.join("both.sock");
     let spec = format!("127.0.0.1,{}", sock.display());
-    let Some(srv) = start_model(SMOLLM2, &["--host", &spec]) else {
+    let Some(srv) = start(&["--host", &spec]) else {
         return;
     };
     assert_eq!(
@@ -148,7 +146,7 @@ fn get(srv: &Server, path: &str, headers: &[(&str, &str)]) -> Reply {
 #[test]
 fn path_serves_a_directorys_files_and_nothing_outside_it() {
     let site = static_site("path");
-    let Some(srv) = start_model(SMOLLM2, &["--path", site.to_str().unwrap()]) else {
+    let Some(srv) = start(&["--path", site.to_str().unwrap()]) else {
         return;
     };
     let r = get(&srv, "/", &[]);
@@ -190,17 +188,14 @@ fn path_serves_a_directorys_files_and_nothing_outside_it() {
     drop(srv);
 
     // Under a prefix, and with an API key: the page is public, other files need the key.
-    let srv = start_model(
-        SMOLLM2,
-        &[
-            "--path",
-            site.to_str().unwrap(),
-            "--api-prefix",
-            "/p",
-            "--api-key",
-            "k1",
-        ],
-    )
+    let srv = start(&[
+        "--path",
+        site.to_str().unwrap(),
+        "--api-prefix",
+        "/p",
+        "--api-key",
+        "k1",
+    ])
     .unwrap();
     assert_eq!(get(&srv, "/p/", &[]).body, b"<!doctype html><p>my page</p>");
     assert_eq!(get(&srv, "/p/css/style.css", &[]).status, 401);
@@ -214,7 +209,7 @@ fn path_serves_a_directorys_files_and_nothing_outside_it() {
 
     // A directory without index.html has no page at /.
     std::fs::remove_file(site.join("index.html")).unwrap();
-    let srv = start_model(SMOLLM2, &["--path", site.to_str().unwrap()]).unwrap();
+    let srv = start(&["--path", site.to_str().unwrap()]).unwrap();
     let r = get(&srv, "/", &[]);
     assert_eq!(r.status, 404);
     assert!(r.json()["error"]["message"]

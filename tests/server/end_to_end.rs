@@ -1,10 +1,10 @@
 //! The HTTP server, end to end: the real binary serving SmolLM2 on a free loopback port, driven
 //! over raw TCP so that malformed and hostile requests can be sent as well as good ones.
 
-mod common;
-
-use common::http::{post, Reply};
-use common::server::{start_with, Server};
+use super::{get, start, SMOLLM2};
+use crate::common;
+use crate::common::http::{post, Reply};
+use crate::common::server::start_with;
 
 use serde_json::{json, Value};
 use std::io::{Read, Write};
@@ -12,17 +12,8 @@ use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1";
-
 fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_llamafile")
-}
-
-/// Starts the server on SmolLM2 with `args` on port 0 (or `--port` in `args`); `None` when the
-/// model is absent and not required.
-fn start(args: &[&str]) -> Option<Server> {
-    let model = common::model_path(SMOLLM2)?;
-    Some(start_with(&model, args))
 }
 
 /// Sends raw bytes on a fresh connection and reads the reply.
@@ -32,10 +23,6 @@ fn raw(port: u16, request: &[u8]) -> Reply {
 
 fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
     common::http::send("127.0.0.1", port, method, path, headers, body)
-}
-
-fn get(port: u16, path: &str) -> Reply {
-    request(port, "GET", path, &[], "")
 }
 
 /// The `data:` payloads of an event-stream body.

@@ -4,31 +4,9 @@
 //! prompts mixing token ids and text, `/props` (read, and written with `--props`) and
 //! `/apply-template`.
 
-mod common;
-
-use common::http::{post, send, Reply};
-use common::server::{start_model, Server};
+use super::{events, get, start};
+use crate::common::http::post;
 use serde_json::{json, Value};
-
-const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1";
-
-fn start(args: &[&str]) -> Option<Server> {
-    start_model(SMOLLM2, args)
-}
-
-fn get(port: u16, path: &str) -> Reply {
-    send("127.0.0.1", port, "GET", path, &[], "")
-}
-
-/// The `data:` payloads of an event stream, parsed.
-fn events(r: &Reply) -> Vec<Value> {
-    String::from_utf8_lossy(&r.body)
-        .split("\n\n")
-        .filter_map(|e| e.strip_prefix("data: "))
-        .filter(|d| *d != "[DONE]")
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect()
-}
 
 fn tokenize(port: u16, text: &str, add_special: bool) -> Vec<u64> {
     let r = post(

@@ -3,24 +3,13 @@
 //! what `n` = 1 gives; streamed choices carry the same text as the body; usage counts every
 //! choice's tokens; `n` outside 1..=128 is a 400 naming the field.
 
-mod common;
-
-use common::http::{post, Reply};
-use common::server::{start_with, Server};
-use serde_json::{json, Value};
+use super::events;
+use crate::common::http::post;
+use crate::common::server::Server;
+use serde_json::json;
 
 fn start() -> Option<Server> {
-    let model = common::model_path("SmolLM2-135M-Instruct.Q4_1")?;
-    Some(start_with(&model, &["-np", "2", "-c", "1024"]))
-}
-
-fn events(r: &Reply) -> Vec<Value> {
-    String::from_utf8_lossy(&r.body)
-        .split("\n\n")
-        .filter_map(|e| e.strip_prefix("data: "))
-        .filter(|d| *d != "[DONE]")
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect()
+    super::start(&["-np", "2", "-c", "1024"])
 }
 
 #[test]

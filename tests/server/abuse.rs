@@ -5,24 +5,16 @@
 //! clients at once, three rounds, with the server's memory flat; clients over the per-address
 //! cap reading a clean 503.
 //! 127.0.0.2 is a second client address: Linux routes all of 127/8 to the loopback device.
-#![cfg(target_os = "linux")]
 
-mod common;
-
-use common::net::{connect_from, request_from};
-use common::server::{start_with, Server};
+use super::start;
+use crate::common;
+use crate::common::net::{connect_from, request_from};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpStream};
 use std::time::{Duration, Instant};
 
-const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1";
 const OTHER: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
-
-fn start(args: &[&str]) -> Option<Server> {
-    let model = common::model_path(SMOLLM2)?;
-    Some(start_with(&model, args))
-}
 
 /// A request from 127.0.0.2 that must be answered 200 within `limit`; returns the body.
 fn served_within(port: u16, method: &str, path: &str, body: &str, limit: Duration) -> String {

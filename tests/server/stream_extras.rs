@@ -6,27 +6,14 @@
 //! the OpenAI endpoints; and two smaller behaviours: `/props` shows seed 4294967295 under
 //! `-s -1`, and `GET /PREFIX` sends the browser to `PREFIX/` under `--api-prefix`.
 
-mod common;
-
-use common::http::{post, send, Reply};
-use common::server::{start_model, Server};
+use super::start;
+use crate::common::http::{post, send, Reply};
 use serde_json::{json, Value};
 
-const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1";
-
-fn start(args: &[&str]) -> Option<Server> {
-    start_model(SMOLLM2, args)
-}
-
-/// The `data:` payloads of an event stream, parsed.
+/// The `data:` payloads of a 200 event stream, parsed.
 fn events(r: &Reply) -> Vec<Value> {
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    String::from_utf8_lossy(&r.body)
-        .split("\n\n")
-        .filter_map(|e| e.strip_prefix("data: "))
-        .filter(|d| *d != "[DONE]")
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect()
+    super::events(r)
 }
 
 fn error_param(r: &Reply) -> String {

@@ -4,10 +4,8 @@
 //! (`tests/data/server/infill-qwen-0.5b.json`, made by `tools/make-server-refs.py`), the answer's
 //! shape, `--spm-infill`, and every error path; a model without FIM tokens is refused.
 
-mod common;
-
-use common::http::{post, send, Reply};
-use common::server::{start_model, start_with, Server};
+use crate::common::http::{post, send, Reply};
+use crate::common::server::{start_model, Server};
 use serde_json::{json, Value};
 
 const QWEN: &str = "qwen2.5-coder-0.5b-instruct";
@@ -222,10 +220,9 @@ fn errors_name_the_field() {
 
 #[test]
 fn a_model_without_fim_tokens_is_refused() {
-    let Some(model) = common::model_path("SmolLM2-135M-Instruct.Q4_1") else {
+    let Some(srv) = super::start(&[]) else {
         return;
     };
-    let srv = start_with(&model, &[]);
     let r = post(
         srv.port,
         "/infill",

@@ -4,17 +4,9 @@
 //! and last pooling, per-token vectors with `--pooling none`, OpenAI's input shapes and
 //! `encoding_format`, llama-server's native shapes, normalisation, and every error path.
 
-mod common;
-
-use common::http::{post, send, Reply};
-use common::server::{start_model, Server};
+use super::start;
+use crate::common::http::{post, send, Reply};
 use serde_json::{json, Value};
-
-const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1";
-
-fn start(args: &[&str]) -> Option<Server> {
-    start_model(SMOLLM2, args)
-}
 
 fn reference() -> Value {
     let p = concat!(

@@ -5,19 +5,13 @@
 //! `--no-cache-prompt`, `--kv-unified-per-slot`, several `--host` addresses, the `LLAMA_ARG_*`
 //! variables, `-n` as a bound on every request) behave as llama-server's README says.
 
-mod common;
-
-use common::help::{llama_server_flags, with_value};
-use common::http::{send, Reply};
-use common::server::{start_with, start_with_env, Server};
+use super::{start, SMOLLM2};
+use crate::common;
+use crate::common::help::{llama_server_flags, with_value};
+use crate::common::http::{send, Reply};
+use crate::common::server::{start_with, start_with_env, Server};
 use serde_json::Value;
 use std::ffi::OsString;
-
-const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1";
-
-fn start(args: &[&str]) -> Option<Server> {
-    start_env(args, &[])
-}
 
 fn start_env(args: &[&str], env: &[(&str, &str)]) -> Option<Server> {
     let model = common::model_path(SMOLLM2)?;

@@ -6,14 +6,13 @@
 //! for it as llama-server defers it, and each error as a 4xx naming the problem (the file name,
 //! a missing or foreign file, a slot that does not exist, an unknown action, the flag not given).
 
-mod common;
-
-use common::http::{post, send, Reply};
-use common::server::{start_model, Server};
+use super::{get, SMOLLM2};
+use crate::common;
+use crate::common::http::{post, send, Reply};
+use crate::common::server::{start_model, Server};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
-const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1";
 const GEMMA: &str = "gemma-3-270m-q4_k_m";
 
 /// A fresh empty directory for one test's slot files.
@@ -35,7 +34,7 @@ fn action(port: u16, slot: &str, action: &str, body: Value) -> Reply {
 }
 
 fn slot0_cached(port: u16) -> u64 {
-    let s = send("127.0.0.1", port, "GET", "/slots", &[], "").json();
+    let s = get(port, "/slots").json();
     s[0]["n_cached_tokens"].as_u64().unwrap()
 }
 
@@ -143,7 +142,7 @@ fn an_action_on_a_busy_slot_waits_until_it_is_idle() {
         r.json()
     });
     let t0 = std::time::Instant::now();
-    while !send("127.0.0.1", port, "GET", "/slots", &[], "").json()[0]["is_processing"]
+    while !get(port, "/slots").json()[0]["is_processing"]
         .as_bool()
         .unwrap()
     {
@@ -251,7 +250,7 @@ fn slot_action_errors_are_4xx_naming_the_problem() {
     }
 
     // Without --slot-save-path, slot actions are not supported.
-    let srv = start_model(SMOLLM2, &[]).unwrap();
+    let srv = super::start(&[]).unwrap();
     let r = action(srv.port, "0", "save", json!({"filename": "x.bin"}));
     assert_eq!(r.status, 501);
     assert_eq!(r.json()["error"]["type"], "not_supported_error");

@@ -2,19 +2,14 @@
 //! `response_format`, log-probabilities (`logprobs`/`top_logprobs`, `n_probs`), penalties and
 //! `logit_bias`, and 400s that name the bad field.
 
-mod common;
-
-use common::server::{start_with, Server};
+use crate::common::server::Server;
 
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1";
-
 fn start() -> Option<Server> {
-    let model = common::model_path(SMOLLM2)?;
-    Some(start_with(&model, &["--server", "-np", "2", "-c", "4096"]))
+    super::start(&["--server", "-np", "2", "-c", "4096"])
 }
 
 /// POSTs `body` to `path`; returns the status and the JSON body.
