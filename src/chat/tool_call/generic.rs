@@ -3,10 +3,10 @@
 //! parallel calls, or `{"response": "..."}` for an answer in words.
 
 use super::json_scan::{arguments, value_at};
-use super::{call_grammar, gbnf_literal, Reply, ToolSpec};
+use super::{call_grammar, call_schema, gbnf_literal, Reply, ToolSpec};
 use crate::chat::ToolCall;
 use crate::sampling::grammar::json_schema::SchemaError;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// The calls (or the response) of a finished reply that is one JSON object; any other reply is
 /// content as written.
@@ -46,44 +46,29 @@ pub fn parse(text: &str) -> Reply {
 
 /// A reply that is `{"tool_call": ...}` (with `parallel`, `{"tool_calls": [...]}`) of `tools`.
 pub fn gbnf(tools: &[ToolSpec], parallel: bool) -> Result<String, SchemaError> {
-    let schemas: Vec<Value> = tools
-        .iter()
-        .map(|t| {
-            json!({
-                "type": "object",
-                "properties": {"name": {"const": t.name}, "arguments": t.parameters},
-                "required": ["name", "arguments"],
-            })
-        })
-        .collect();
-    let g = if parallel {
-        let one = "call-json".to_string();
-        let inner = call_grammar(&schemas, &one, true, &gbnf_literal(", "))?;
-        // `root` of the inner grammar is a list of calls: wrap it in the object.
-        inner.replacen(
-            "root ::= ",
-            &format!(
-                "root ::= {} calls {}\ncalls ::= ",
-                gbnf_literal("{\"tool_calls\": ["),
-                gbnf_literal("]}")
-            ),
-            1,
+    let schemas: Vec<Value> = tools.iter().map(|t| call_schema(t, "arguments")).collect();
+    let root = if parallel {
+        format!(
+            "{} call-json ( {} call-json )* {}",
+            gbnf_literal("{\"tool_calls\": ["),
+            gbnf_literal(", "),
+            gbnf_literal("]}")
         )
     } else {
-        let one = format!(
+        format!(
             "{} call-json {}",
             gbnf_literal("{\"tool_call\": "),
             gbnf_literal("}")
-        );
-        call_grammar(&schemas, &one, false, "")?
+        )
     };
-    Ok(g)
+    call_grammar(&schemas, &root)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::chat::tool_call::tests::accepts;
+    use serde_json::json;
 
     #[test]
     fn reads_the_three_shapes() {

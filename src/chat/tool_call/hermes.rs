@@ -3,10 +3,10 @@
 //! `</tool_call>` lines, several in a row for parallel calls, after any text.
 
 use super::json_scan::{arguments, expect, value_at};
-use super::{call_grammar, Reply, ToolSpec};
+use super::{call_grammar, call_schema, gbnf_literal, repeated, Reply, ToolSpec};
 use crate::chat::ToolCall;
 use crate::sampling::grammar::json_schema::SchemaError;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 const OPEN: &str = "<tool_call>";
 const CLOSE: &str = "</tool_call>";
@@ -58,28 +58,20 @@ fn call_at(text: &str, at: usize) -> Option<(ToolCall, usize)> {
 
 /// A reply of one call (or, with `parallel`, several on their own lines) of one of `tools`.
 pub fn gbnf(tools: &[ToolSpec], parallel: bool) -> Result<String, SchemaError> {
-    let schemas: Vec<Value> = tools
-        .iter()
-        .map(|t| {
-            json!({
-                "type": "object",
-                "properties": {"name": {"const": t.name}, "arguments": t.parameters},
-                "required": ["name", "arguments"],
-            })
-        })
-        .collect();
+    let schemas: Vec<Value> = tools.iter().map(|t| call_schema(t, "arguments")).collect();
     let one = format!(
         "{} call-json {}",
-        super::gbnf_literal("<tool_call>\n"),
-        super::gbnf_literal("\n</tool_call>")
+        gbnf_literal("<tool_call>\n"),
+        gbnf_literal("\n</tool_call>")
     );
-    call_grammar(&schemas, &one, parallel, &super::gbnf_literal("\n"))
+    call_grammar(&schemas, &repeated(&one, &gbnf_literal("\n"), parallel))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::chat::tool_call::tests::accepts;
+    use serde_json::json;
 
     #[test]
     fn reads_calls_after_text() {
