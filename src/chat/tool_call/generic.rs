@@ -3,7 +3,7 @@
 //! parallel calls, or `{"response": "..."}` for an answer in words.
 
 use super::json_scan::{arguments, value_at};
-use super::{call_grammar, call_schema, gbnf_literal, Reply, ToolSpec};
+use super::{call_grammar, gbnf_literal, Reply, ToolSpec};
 use crate::chat::ToolCall;
 use crate::sampling::grammar::json_schema::SchemaError;
 use serde_json::Value;
@@ -46,22 +46,21 @@ pub fn parse(text: &str) -> Reply {
 
 /// A reply that is `{"tool_call": ...}` (with `parallel`, `{"tool_calls": [...]}`) of `tools`.
 pub fn gbnf(tools: &[ToolSpec], parallel: bool) -> Result<String, SchemaError> {
-    let schemas: Vec<Value> = tools.iter().map(|t| call_schema(t, "arguments")).collect();
     let root = if parallel {
         format!(
-            "{} call-json ( {} call-json )* {}",
+            "{} call ( {} call )* {}",
             gbnf_literal("{\"tool_calls\": ["),
             gbnf_literal(", "),
             gbnf_literal("]}")
         )
     } else {
         format!(
-            "{} call-json {}",
+            "{} call {}",
             gbnf_literal("{\"tool_call\": "),
             gbnf_literal("}")
         )
     };
-    call_grammar(&schemas, &root)
+    call_grammar(tools, "arguments", &root)
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! Hermes's `<tool_call>`.)
 
 use super::json_scan::{arguments, value_at};
-use super::{call_grammar, call_schema, gbnf_literal, repeated, Reply, ToolSpec};
+use super::{call_grammar, gbnf_literal, repeated, Reply, ToolSpec};
 use crate::chat::ToolCall;
 use crate::sampling::grammar::json_schema::SchemaError;
 use serde_json::Value;
@@ -39,14 +39,13 @@ pub fn parse(text: &str) -> Reply {
 
 /// `<|tool_call|>[...]` of one call of `tools` (with `parallel`, one or more).
 pub fn gbnf(tools: &[ToolSpec], parallel: bool) -> Result<String, SchemaError> {
-    let schemas: Vec<Value> = tools.iter().map(|t| call_schema(t, "arguments")).collect();
     let root = format!(
         "{} {} {}",
         gbnf_literal("<|tool_call|>["),
-        repeated("call-json", &gbnf_literal(", "), parallel),
+        repeated("call", &gbnf_literal(", "), parallel),
         gbnf_literal("]")
     );
-    call_grammar(&schemas, &root)
+    call_grammar(tools, "arguments", &root)
 }
 
 #[cfg(test)]

@@ -3,10 +3,9 @@
 //! `</tool_call>` lines, several in a row for parallel calls, after any text.
 
 use super::json_scan::{arguments, expect, value_at};
-use super::{call_grammar, call_schema, gbnf_literal, repeated, Reply, ToolSpec};
+use super::{call_grammar, gbnf_literal, repeated, Reply, ToolSpec};
 use crate::chat::ToolCall;
 use crate::sampling::grammar::json_schema::SchemaError;
-use serde_json::Value;
 
 const OPEN: &str = "<tool_call>";
 const CLOSE: &str = "</tool_call>";
@@ -58,13 +57,16 @@ fn call_at(text: &str, at: usize) -> Option<(ToolCall, usize)> {
 
 /// A reply of one call (or, with `parallel`, several on their own lines) of one of `tools`.
 pub fn gbnf(tools: &[ToolSpec], parallel: bool) -> Result<String, SchemaError> {
-    let schemas: Vec<Value> = tools.iter().map(|t| call_schema(t, "arguments")).collect();
     let one = format!(
-        "{} call-json {}",
+        "{} call {}",
         gbnf_literal("<tool_call>\n"),
         gbnf_literal("\n</tool_call>")
     );
-    call_grammar(&schemas, &repeated(&one, &gbnf_literal("\n"), parallel))
+    call_grammar(
+        tools,
+        "arguments",
+        &repeated(&one, &gbnf_literal("\n"), parallel),
+    )
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! Python code for the code interpreter, read as a call of `python` with `{"code": ...}`.
 
 use super::json_scan::{arguments, value_at};
-use super::{call_grammar, call_schema, Reply, ToolSpec};
+use super::{call_grammar, Reply, ToolSpec};
 use crate::chat::ToolCall;
 use crate::sampling::grammar::json_schema::SchemaError;
 use serde_json::{json, Map, Value};
@@ -150,8 +150,7 @@ impl Scan<'_> {
 
 /// A reply that is one call of one of `tools` (the template renders one call a turn).
 pub fn gbnf(tools: &[ToolSpec]) -> Result<String, SchemaError> {
-    let schemas: Vec<Value> = tools.iter().map(|t| call_schema(t, "parameters")).collect();
-    call_grammar(&schemas, "call-json")
+    call_grammar(tools, "parameters", "call")
 }
 
 #[cfg(test)]

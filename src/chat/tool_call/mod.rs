@@ -26,7 +26,7 @@ mod xml_args;
 
 use super::ToolCall;
 use crate::sampling::grammar::json_schema::{self, SchemaError};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::HashMap;
 
 /// A function the model may call: its name and the JSON schema of its arguments.
@@ -268,24 +268,24 @@ impl Format {
     }
 }
 
-/// The object schema of a call in the JSON formats that write `{"name": ..., key: {...}}`.
-fn call_schema(tool: &ToolSpec, arguments_key: &str) -> Value {
-    json!({
-        "type": "object",
-        "properties": {"name": {"const": tool.name}, arguments_key: tool.parameters},
-        "required": ["name", arguments_key],
-    })
-}
-
-/// GBNF whose `root` is `root`, an expression that may use the rule `call-json`: one call's
-/// JSON, an object matching one of `call_schemas`.
-fn call_grammar(call_schemas: &[Value], root: &str) -> Result<String, SchemaError> {
-    let schema = match call_schemas {
-        [one] => one.clone(),
-        many => json!({ "anyOf": many }),
-    };
+/// GBNF whose `root` is `root`, an expression that may use the rule `call`: the JSON object
+/// of a call of one of `tools`, `{"name": NAME, KEY: ARGUMENTS}` with `arguments_key` as
+/// KEY. Each tool's schema is converted on its own, so that its `$ref`s find their targets.
+fn call_grammar(
+    tools: &[ToolSpec],
+    arguments_key: &str,
+    root: &str,
+) -> Result<String, SchemaError> {
     let mut g = Gbnf::default();
-    g.json("call-json", &schema)?;
+    g.tool_calls(tools, |t, args| {
+        // As the converter writes an object with these two properties, `space` its rule.
+        format!(
+            "\"{{\" space {} space \":\" space {} space \",\" space {} space \":\" space {args} \"}}\" space",
+            json_name_literal("name"),
+            json_name_literal(&t.name),
+            json_name_literal(arguments_key),
+        )
+    })?;
     Ok(g.finish(root))
 }
 
@@ -539,6 +539,7 @@ fn until<'a>(text: &'a str, at: usize, ends: &[&str]) -> (&'a str, usize) {
 pub(super) mod tests {
     use super::*;
     use crate::sampling::grammar::{Grammar, Matcher};
+    use serde_json::json;
     use std::sync::Arc;
 
     /// Whether the grammar `gbnf` accepts exactly `text`.
@@ -702,13 +703,21 @@ pub(super) mod tests {
         }
     }
 
-    /// Every template in a llama.cpp source tree, where the environment names one
-    /// (`LLAMA_CPP_TEMPLATES`), is detected as its excerpt above says.
+    /// The templates of llama.cpp's source package, where this machine has them (named by
+    /// `LLAMA_CPP_TEMPLATES`, or where the reference build unpacks them), are detected as the
+    /// excerpts above say.
     #[test]
     fn detects_the_real_templates() {
-        let Ok(dir) = std::env::var("LLAMA_CPP_TEMPLATES") else {
+        let dir = std::env::var("LLAMA_CPP_TEMPLATES").unwrap_or_else(|_| {
+            format!(
+                "{}/.cache/llama-cpp-ref/src/llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates",
+                std::env::var("HOME").unwrap_or_default()
+            )
+        });
+        if !std::path::Path::new(&dir).is_dir() {
+            eprintln!("no llama.cpp templates at {dir}: only the excerpts are checked");
             return;
-        };
+        }
         let expect = [
             (
                 "NousResearch-Hermes-3-Llama-3.1-8B-tool_use",
@@ -786,6 +795,45 @@ pub(super) mod tests {
         assert!(accepts(&gbnf, r#"b={"x": "1"}"#));
         assert!(!accepts(&gbnf, r#"a={"x": "1"}"#));
         assert!(!accepts(&gbnf, r#"b={"x": 1}"#));
+    }
+
+    #[test]
+    fn renaming_leaves_literals_classes_and_counts() {
+        let renamed = HashMap::from([("a", "x".to_string()), ("0", "y".to_string())]);
+        assert_eq!(
+            rename_refs(r#"a{0,2} "a\"a" [a\]a] a-b ( a )"#, &renamed),
+            r#"x{0,2} "a\"a" [a\]a] a-b ( x )"#
+        );
+    }
+
+    #[test]
+    fn a_schema_rule_cannot_take_a_format_rule_name() {
+        // `$defs/call` gives the schema a rule named `call`, which the formats use too.
+        let tools = [ToolSpec {
+            name: "f".into(),
+            parameters: json!({
+                "type": "object",
+                "$defs": {"call": {"type": "integer"}},
+                "properties": {"n": {"$ref": "#/$defs/call"}},
+                "required": ["n"],
+            }),
+        }];
+        for (format, text) in [
+            (
+                Format::Hermes,
+                "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"n\": 1}}\n</tool_call>",
+            ),
+            (Format::Mistral, "[TOOL_CALLS]f[ARGS]{\"n\": 1}"),
+            (
+                Format::KimiK2,
+                "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0\
+                 <|tool_call_argument_begin|>{\"n\": 1}<|tool_call_end|><|tool_calls_section_end|>",
+            ),
+        ] {
+            let g = format.call_gbnf(&tools, true).unwrap();
+            assert!(accepts(&g, text), "{format:?}\n{g}");
+            assert_eq!(format.parse(text).tool_calls.len(), 1, "{format:?}");
+        }
     }
 
     #[test]
