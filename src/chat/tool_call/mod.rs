@@ -3,7 +3,7 @@
 //! call may begin in a stream ([`Format::triggers`]), and the grammar that makes the model write
 //! a well-formed call of one of the given tools ([`Format::call_gbnf`]). One file per format
 //! family, each with replies written by hand in its format as tests; this module holds the
-//! pieces their grammars share ([`Gbnf`]).
+//! pieces their grammars share (`Gbnf`).
 //!
 //! A reply that does not parse as the format's calls is returned as content, never an error: a
 //! model may always answer in words. Thinking (`<think>`, `<|START_THINKING|>`, `[THINK]`)
@@ -278,7 +278,8 @@ fn call_grammar(
 ) -> Result<String, SchemaError> {
     let mut g = Gbnf::default();
     g.tool_calls(tools, |t, args| {
-        // As the converter writes an object with these two properties, `space` its rule.
+        // Written as the converter writes an object of two properties (`space`: its rule for
+        // optional whitespace).
         format!(
             "\"{{\" space {} space \":\" space {} space \",\" space {} space \":\" space {args} \"}}\" space",
             json_name_literal("name"),
@@ -300,7 +301,9 @@ fn repeated(one: &str, separator: &str, parallel: bool) -> String {
 
 /// A GBNF grammar assembled from a format's pieces and the tools' JSON schemas. The format
 /// names its own rules; those of a schema are named after the rule the schema defines, and the
-/// shared JSON rules (`space`, `string`, `value`, ...) are written once.
+/// shared JSON rules (`space`, `string`, `value`, ...) are written once. Taken: `call`,
+/// `call-N`, `args-N...` ([`Gbnf::tool_calls`]), `param-N-M...` (`xml_args`) and the shared
+/// names.
 #[derive(Default)]
 struct Gbnf {
     rules: Vec<String>,
@@ -771,6 +774,34 @@ pub(super) mod tests {
             let path = format!("{dir}/{file}.jinja");
             let src = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
             assert_eq!(Format::detect(&src), format, "{file}");
+        }
+    }
+
+    /// Every format reads every prefix of a reply in every format without panicking: a model
+    /// cut off mid-call (or writing another family's markers) gets its text back.
+    #[test]
+    fn cut_replies_never_panic() {
+        let replies = [
+            "Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"é\"}}\n</tool_call>",
+            "<tool_call>\n<function=f>\n<parameter=a>\né\n</parameter>\n</function>\n</tool_call>",
+            "{\"name\": \"f\", \"parameters\": {}}<|python_tag|>f.call(a=\"é\")",
+            "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}, \"id\": \"abcdefghi\"}][TOOL_CALLS]f[CALL_ID]x[ARGS]{}",
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+            "<function=f>{}</function>all\né>>>f\n{}>>>python\nx",
+            "<|START_THINKING|>é<|END_THINKING|><|START_ACTION|>[{\"tool_name\": \"f\"}]<|END_ACTION|>",
+            "<|channel|>analysis<|message|>é<|end|><|start|>assistant to=functions.f<|channel|>commentary json<|message|>{}<|call|>",
+            "<|tool_call|>[{\"name\": \"f\", \"arguments\": {}}]",
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}<|tool_call_end|>",
+            "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>é</arg_value>\n</tool_call>",
+        ];
+        let formats = TEMPLATES.iter().map(|(_, f)| *f);
+        for format in formats {
+            for reply in replies {
+                for (i, _) in reply.char_indices() {
+                    format.parse_with_tools(&reply[..i], &weather_tools());
+                    format.parse(&reply[i..]);
+                }
+            }
         }
     }
 
