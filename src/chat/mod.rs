@@ -16,6 +16,7 @@ mod builtin;
 pub mod isolate;
 mod message;
 mod pyjson;
+pub mod reasoning;
 mod template;
 mod terminal;
 pub mod tool_call;

@@ -14,6 +14,7 @@ mod gpu_flags;
 mod hardware;
 mod logging;
 mod model_flags;
+mod reasoning_flags;
 mod sampling_flags;
 mod sampling_params;
 mod server_flags;
@@ -23,6 +24,7 @@ mod table;
 pub use compat::CompatArgs;
 pub use embedding_flags::EmbeddingArgs;
 pub use gpu_flags::GpuArgs;
+pub use reasoning_flags::ReasoningArgs;
 pub use server_flags::{ServerArgs, DEFAULT_TIMEOUT_SECS};
 pub use spec::SpecArgs;
 
@@ -446,6 +448,9 @@ pub struct Cli {
     pub srv: ServerArgs,
 
     #[command(flatten)]
+    pub reasoning: ReasoningArgs,
+
+    #[command(flatten)]
     pub compat: CompatArgs,
 
     #[command(flatten)]
@@ -498,6 +503,7 @@ impl Cli {
         self.srv.resolve(m)?;
         self.emb.resolve(m)?;
         self.spec.resolve(m)?;
+        self.reasoning.resolve(m)?;
         self.context_shift = table::pair(
             m,
             "context_shift",
@@ -586,6 +592,7 @@ const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-md", "--model-draft"),
     ("-pg", "--n-gen-prompt"),
     ("-to", "--timeout"),
+    ("-rea", "--reasoning"),
 ];
 
 /// The whole parser: the typed flags and the tables.

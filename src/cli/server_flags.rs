@@ -2,11 +2,11 @@
 //! model tags, the endpoint switches, CORS, an API prefix, per-slot context, static files,
 //! slot files) and, in
 //! [`FLAGS`], the ones it accepts without effect or refuses (TLS, the multi-model router,
-//! agent tools, reasoning extraction, prompt-cache tuning, ...). The older server
+//! agent tools, prompt-cache tuning, ...). The older server
 //! flags (`--host`, `--port`, `-np`, `--api-key`, `--alias`, `-to`, ...) are fields of
 //! [`super::Cli`].
 
-use super::table::{equals, pair, switch, valued, Check, Effect, Flag};
+use super::table::{pair, switch, valued, Check, Effect, Flag};
 use clap::{ArgMatches, Args};
 
 /// `-to/--timeout`'s default, in seconds.
@@ -174,27 +174,13 @@ impl ServerArgs {
 }
 
 const SLOT_CACHE: &str = "each slot keeps its own cache and a request takes the idle slot holding the longest common prefix";
-const NO_REASONING: &str =
-    "replies are not parsed for reasoning or tool calls here: all of the text is `content`";
 
 fn empty(v: &str) -> bool {
     v.is_empty()
 }
 
-fn auto_or_none(v: &str) -> bool {
-    matches!(v, "auto" | "none")
-}
-
-fn is_auto(v: &str) -> bool {
-    v == "auto"
-}
-
 fn is_default(v: &str) -> bool {
     v == "default"
-}
-
-fn minus_one(v: &str) -> bool {
-    equals(v, -1.0)
 }
 
 fn empty_object(v: &str) -> bool {
@@ -363,33 +349,6 @@ pub const FLAGS: &[Flag] = &[
         Effect::NoOp("the built-in chat formats are Jinja templates too, so Jinja is always used"),
     ),
     valued(
-        &["reasoning-format"],
-        &[],
-        "FORMAT",
-        Check::OneOf(&["none", "deepseek", "deepseek-legacy", "auto"]),
-        Some("LLAMA_ARG_THINK"),
-        Effect::NoOpIf(
-            auto_or_none,
-            "none and auto (thoughts stay in `content`)",
-            "extracting reasoning into `reasoning_content`",
-        ),
-    ),
-    Flag {
-        long: &["reasoning"],
-        short: &["-rea"],
-        takes: super::table::Takes::Optional(
-            "on|off|auto",
-            Check::OneOf(&["on", "off", "auto"]),
-            "on",
-        ),
-        env: Some("LLAMA_ARG_REASONING"),
-        effect: Effect::NoOpIf(
-            is_auto,
-            "auto (the template decides)",
-            "switching a template's thinking on or off",
-        ),
-    },
-    valued(
         &["reasoning-effort"],
         &[],
         "LEVEL",
@@ -402,44 +361,28 @@ pub const FLAGS: &[Flag] = &[
         ),
     ),
     valued(
-        &["reasoning-budget"],
-        &[],
-        "N",
-        Check::Int,
-        Some("LLAMA_ARG_THINK_BUDGET"),
-        Effect::NoOpIf(minus_one, "-1 (unrestricted)", "reasoning budgets"),
-    ),
-    valued(
         &["reasoning-budget-message"],
         &[],
         "MESSAGE",
         Check::Text,
         Some("LLAMA_ARG_THINK_BUDGET_MESSAGE"),
-        Effect::NoOp("without reasoning budgets there is nothing to inject"),
+        Effect::NoOp("only token budgets for thinking inject it, and they are not built"),
     ),
     switch(
         &["reasoning-preserve"],
         &[],
         Some("LLAMA_ARG_REASONING_PRESERVE"),
-        Effect::NoOp("reasoning is never stripped from messages here"),
+        Effect::NoOp(
+            "each turn's reasoning_content goes to the template; none is dropped before it",
+        ),
     ),
     switch(
         &["no-reasoning-preserve"],
         &[],
         None,
-        Effect::NoOp("reasoning is never extracted from messages here, so there is none to drop"),
-    ),
-    switch(
-        &["skip-chat-parsing"],
-        &[],
-        Some("LLAMA_ARG_SKIP_CHAT_PARSING"),
-        Effect::NoOp(NO_REASONING),
-    ),
-    switch(
-        &["no-skip-chat-parsing"],
-        &[],
-        None,
-        Effect::NoOp(NO_REASONING),
+        Effect::NoOp(
+            "each turn's reasoning_content goes to the template, which decides what it shows",
+        ),
     ),
     switch(
         &["prefill-assistant"],

@@ -1,13 +1,70 @@
-//! Reading a chat reply as it streams: when the request gave tools, text that may begin a tool
-//! call (a trigger of the template's format, or the start of one at the end of the text so far)
-//! is held back, and the finished reply is parsed into content and calls. Without tools the
-//! text passes through as content.
+//! Reading a chat reply as it streams: thoughts (`<think>...</think>`) go apart as reasoning
+//! (see `chat::reasoning`); then, when the request gave tools, text that may begin a tool call
+//! (a trigger of the template's format, or the start of one at the end of the text so far) is
+//! held back, and the finished reply is parsed into content and calls. Without tools the
+//! answer passes through as content.
 
+use crate::chat::reasoning::{Split, ThinkSplitter};
 use crate::chat::tool_call::{Format, Reply};
 
-/// One reply being read.
+/// One reply being read: its thoughts, then its answer's calls.
 #[derive(Clone, Debug)]
 pub struct ReplyReader {
+    think: ThinkSplitter,
+    /// Every thought so far.
+    reasoning: String,
+    calls: CallReader,
+}
+
+/// A finished reply: thoughts, content and calls.
+#[derive(Clone, Debug, Default)]
+pub struct Finished {
+    pub reasoning: String,
+    pub reply: Reply,
+}
+
+impl ReplyReader {
+    /// A reader of thoughts as `think` splits them, and of calls in `format`.
+    pub fn new(think: ThinkSplitter, format: Option<Format>) -> ReplyReader {
+        ReplyReader {
+            think,
+            reasoning: String::new(),
+            calls: CallReader::new(format),
+        }
+    }
+
+    /// Adds newly generated `text`; returns the thoughts and content that can go out now.
+    pub fn push(&mut self, text: &str) -> Split {
+        let split = self.think.push(text);
+        self.reasoning.push_str(&split.reasoning);
+        Split {
+            content: self.calls.push(&split.content),
+            reasoning: split.reasoning,
+        }
+    }
+
+    /// The whole reply, and what of it did not go out yet.
+    pub fn finish(&mut self) -> (Finished, Split) {
+        let last = self.think.finish();
+        self.reasoning.push_str(&last.reasoning);
+        let mut content = self.calls.push(&last.content);
+        let (reply, rest) = self.calls.finish();
+        content.push_str(&rest);
+        let finished = Finished {
+            reasoning: self.reasoning.trim_end().to_string(),
+            reply,
+        };
+        let split = Split {
+            reasoning: last.reasoning,
+            content,
+        };
+        (finished, split)
+    }
+}
+
+/// The answer part of a reply, read for tool calls.
+#[derive(Clone, Debug)]
+struct CallReader {
     /// The tool-call format to read (`None`: the reply is all content).
     format: Option<Format>,
     full: String,
@@ -17,9 +74,9 @@ pub struct ReplyReader {
     holding: bool,
 }
 
-impl ReplyReader {
-    pub fn new(format: Option<Format>) -> ReplyReader {
-        ReplyReader {
+impl CallReader {
+    fn new(format: Option<Format>) -> CallReader {
+        CallReader {
             format,
             full: String::new(),
             sent: 0,
@@ -28,7 +85,7 @@ impl ReplyReader {
     }
 
     /// Adds newly generated `text`; returns the part that can go out as content now.
-    pub fn push(&mut self, text: &str) -> String {
+    fn push(&mut self, text: &str) -> String {
         self.full.push_str(text);
         let Some(format) = self.format else {
             self.sent = self.full.len();
@@ -63,7 +120,7 @@ impl ReplyReader {
 
     /// The whole reply read, and the content not handed out yet (text after the calls, held
     /// text that turned out not to be a call, or the answer inside the generic format's JSON).
-    pub fn finish(&self) -> (Reply, String) {
+    fn finish(&self) -> (Reply, String) {
         let Some(format) = self.format else {
             return (Reply::text(&self.full), self.full[self.sent..].to_string());
         };
@@ -89,7 +146,7 @@ mod tests {
     use super::*;
 
     fn stream(format: Option<Format>, pieces: &[&str]) -> (String, Reply, String) {
-        let mut r = ReplyReader::new(format);
+        let mut r = CallReader::new(format);
         let mut out = String::new();
         for p in pieces {
             out.push_str(&r.push(p));
@@ -142,5 +199,28 @@ mod tests {
         assert_eq!(reply.content, "hi");
         assert!(reply.tool_calls.is_empty());
         assert_eq!(rest, "hi");
+    }
+
+    #[test]
+    fn thoughts_then_a_call() {
+        use crate::chat::reasoning::ReasoningFormat;
+        let think = ThinkSplitter::new(ReasoningFormat::Deepseek, false);
+        let mut r = ReplyReader::new(think, Some(Format::Hermes));
+        let mut out = Split::default();
+        for p in [
+            "<think>\nI need",
+            " the weather.</think>\n",
+            "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",
+        ] {
+            let s = r.push(p);
+            out.reasoning.push_str(&s.reasoning);
+            out.content.push_str(&s.content);
+        }
+        let (done, rest) = r.finish();
+        assert_eq!(out.reasoning, "I need the weather.");
+        assert_eq!(out.content, "");
+        assert_eq!(rest, Split::default());
+        assert_eq!(done.reasoning, "I need the weather.");
+        assert_eq!(done.reply.tool_calls.len(), 1);
     }
 }

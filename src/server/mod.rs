@@ -119,6 +119,14 @@ pub struct ServerConfig {
     pub slot_save_path: Option<std::path::PathBuf>,
     /// Static files served in place of the chat page (`--path`; `None`: the chat page).
     pub static_path: Option<std::path::PathBuf>,
+    /// Where a chat reply's thoughts go (`--reasoning-format`; a request's own
+    /// `reasoning_format` wins).
+    pub reasoning_format: crate::chat::reasoning::ReasoningFormat,
+    /// The templates' `enable_thinking` (`--reasoning on|off`, `--reasoning-budget 0`), unless a
+    /// request's `chat_template_kwargs` sets it.
+    pub enable_thinking: Option<bool>,
+    /// Replies are all content: no tool calls are read out of them (`--skip-chat-parsing`).
+    pub skip_chat_parsing: bool,
 }
 
 /// What every handler sees.
@@ -213,6 +221,9 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
         spm_infill: cli.emb.spm_infill,
         batch_size: cli.batch_size.max(1),
         slot_save_path: directory(cli.srv.slot_save_path.as_deref(), "--slot-save-path")?,
+        reasoning_format: cli.reasoning.format(),
+        enable_thinking: cli.reasoning.enable_thinking(),
+        skip_chat_parsing: cli.reasoning.skip_chat_parsing,
         static_path: directory(cli.srv.static_path.as_deref(), "--path")?,
     })
 }

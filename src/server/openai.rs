@@ -12,6 +12,7 @@ use super::protocol::{GenParams, Summary};
 use super::response::{Responder, Response};
 use super::tools::{Choice, Tools};
 use super::State;
+use crate::chat::reasoning::{opens_thinking, ReasoningFormat, Split, ThinkSplitter};
 use crate::chat::tool_call::{Format, Reply};
 use crate::chat::{Message, RenderOptions, ToolCall};
 use serde_json::{json, Value};
@@ -282,6 +283,7 @@ pub fn chat_completions(state: &State, body: &[u8], rsp: &mut Responder) -> Resu
         text,
         tools,
         format,
+        think,
     } = chat_prompt(state, &o)?;
     if let (Some(t), Some(f)) = (&tools, format) {
         if let Some(g) = t.grammar(f)? {
@@ -304,7 +306,7 @@ pub fn chat_completions(state: &State, body: &[u8], rsp: &mut Responder) -> Resu
         created: now(),
         model: state.config.model_name.clone(),
         usage_in_stream,
-        reader: ReplyReader::new(format),
+        reader: ReplyReader::new(think, format),
     };
     run_choices(state, rsp, prompt, params, stream, n, shape)
 }
@@ -315,29 +317,49 @@ pub struct ChatPrompt {
     pub text: String,
     pub tools: Option<Tools>,
     pub format: Option<Format>,
+    /// How the reply's thoughts are split off.
+    pub think: ThinkSplitter,
 }
 
 /// Renders a chat request (`messages`, `tools`, `tool_choice`, `chat_template_kwargs`) with the
 /// model's template.
 pub fn chat_prompt(state: &State, o: &Obj) -> Result<ChatPrompt, ApiError> {
+    let config = &state.config;
     let messages = parse_messages(o)?;
     let tools = Tools::read(o)?.filter(|t| t.choice != Choice::None);
     let format = tools
         .as_ref()
+        .filter(|_| !config.skip_chat_parsing)
         .map(|_| Format::detect(state.template.source()));
+    let mut kwargs = template_kwargs(o)?;
+    if let Some(on) = config.enable_thinking {
+        kwargs.entry("enable_thinking").or_insert(on.into());
+    }
     let options = RenderOptions {
         add_generation_prompt: true,
         tools: tools.as_ref().map(|t| t.json.clone()),
-        kwargs: template_kwargs(o)?,
+        kwargs,
     };
     let text = state
         .template
         .render_with(&messages, &options)
         .map_err(|e| ApiError::field("messages", e))?;
+    let reasoning = match o.str("reasoning_format")? {
+        None => config.reasoning_format,
+        Some(_) if config.skip_chat_parsing => ReasoningFormat::None,
+        Some(name) => ReasoningFormat::parse(name).ok_or_else(|| {
+            ApiError::field(
+                "reasoning_format",
+                format!("'{name}' is not one of none, deepseek, deepseek-legacy, auto"),
+            )
+        })?,
+    };
+    let think = ThinkSplitter::new(reasoning, opens_thinking(&text));
     Ok(ChatPrompt {
         text,
         tools,
         format,
+        think,
     })
 }
 
@@ -377,12 +399,12 @@ impl Shape for ChatShape {
         self.chunk_with_probs(json!({ "content": text }), None, probs)
     }
 
-    fn chunks(&mut self, text: &str, tokens: &[u32], probs: &[Value]) -> Vec<Value> {
-        let content = self.reader.push(text);
-        if content.is_empty() && probs.is_empty() {
+    fn chunks(&mut self, text: &str, _tokens: &[u32], probs: &[Value]) -> Vec<Value> {
+        let split = self.reader.push(text);
+        if split == Split::default() && probs.is_empty() {
             return Vec::new();
         }
-        vec![self.chunk(&content, tokens, probs)]
+        vec![self.chunk_with_probs(delta(&split), None, probs)]
     }
 
     fn progress(&mut self) -> Value {
@@ -390,10 +412,11 @@ impl Shape for ChatShape {
     }
 
     fn closing(&mut self, s: &Summary) -> Vec<Value> {
-        let (reply, rest) = self.reader.finish();
+        let (done, rest) = self.reader.finish();
+        let reply = done.reply;
         let mut out = Vec::new();
-        if !rest.is_empty() {
-            out.push(self.chunk_with(json!({ "content": rest }), None));
+        if rest != Split::default() {
+            out.push(self.chunk_with(delta(&rest), None));
         }
         // Each call: its id and name first, then its arguments, as OpenAI streams them.
         for (i, call) in reply.tool_calls.iter().enumerate() {
@@ -430,8 +453,12 @@ impl Shape for ChatShape {
     fn whole(&mut self, text: &str, _tokens: &[u32], probs: &[Value], s: &Summary) -> Value {
         let mut reader = self.reader.clone();
         reader.push(text);
-        let (reply, _) = reader.finish();
+        let (done, _) = reader.finish();
+        let reply = done.reply;
         let mut message = json!({ "role": "assistant", "content": reply.content });
+        if !done.reasoning.is_empty() {
+            message["reasoning_content"] = done.reasoning.into();
+        }
         if !reply.tool_calls.is_empty() {
             if reply.content.is_empty() {
                 message["content"] = Value::Null;
@@ -472,6 +499,18 @@ impl Shape for ChatShape {
     fn done_marker(&self) -> bool {
         true
     }
+}
+
+/// A stream delta of thoughts and content (only the parts that have text).
+fn delta(split: &Split) -> Value {
+    let mut d = json!({});
+    if !split.reasoning.is_empty() {
+        d["reasoning_content"] = split.reasoning.clone().into();
+    }
+    if !split.content.is_empty() || split.reasoning.is_empty() {
+        d["content"] = split.content.clone().into();
+    }
+    d
 }
 
 /// OpenAI's `finish_reason`: `tool_calls` when the reply made calls and was not cut short.

@@ -18,9 +18,11 @@ mod end_to_end;
 mod flags;
 mod infill;
 mod listen;
+mod reasoning;
 mod sampling;
 mod slot_files;
 mod stream_extras;
+mod tools;
 
 use common::http::{send, Reply};
 use common::server::{start_model, Server};

@@ -4,10 +4,9 @@
 //! and a tool's answer in the history reach the prompt as the template writes them; bad tool
 //! fields are 400s naming the field.
 
-mod common;
-
-use common::http::post;
-use common::server::{start_model, Server};
+use crate::common::http::post;
+use crate::common::server::{start_model, Server};
+use crate::events;
 use serde_json::{json, Value};
 
 const MODEL: &str = "qwen2.5-coder-1.5b-instruct";
@@ -48,40 +47,42 @@ fn server() -> Option<Server> {
     start_model(MODEL, &["-c", "2048", "-np", "1"])
 }
 
-/// The events of an SSE body, `[DONE]` left out.
-fn events(body: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(body)
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter(|d| *d != "[DONE]")
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect()
-}
-
 fn assert_weather_call(name: &str, arguments: &str) {
     assert_eq!(name, "get_weather");
     let args: Value = serde_json::from_str(arguments).expect("arguments are JSON");
     let city = args["city"].as_str().expect("a city string");
     assert!(city.contains("Paris"), "{args}");
     if let Some(unit) = args.get("unit") {
-        assert!(["celsius", "fahrenheit"].contains(&unit.as_str().unwrap()), "{args}");
+        assert!(
+            ["celsius", "fahrenheit"].contains(&unit.as_str().unwrap()),
+            "{args}"
+        );
     }
 }
 
 #[test]
 fn a_required_call_is_well_formed_streamed_or_not() {
     let Some(s) = server() else { return };
-    let r = post(s.port, "/v1/chat/completions", &question(json!({"tool_choice": "required"})));
+    let r = post(
+        s.port,
+        "/v1/chat/completions",
+        &question(json!({"tool_choice": "required"})),
+    );
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     let v = r.json();
     let choice = &v["choices"][0];
     assert_eq!(choice["finish_reason"], "tool_calls", "{v}");
-    let calls = choice["message"]["tool_calls"].as_array().expect("tool_calls");
+    let calls = choice["message"]["tool_calls"]
+        .as_array()
+        .expect("tool_calls");
     assert_eq!(calls.len(), 1, "{v}");
     assert_eq!(calls[0]["type"], "function");
     assert!(calls[0]["id"].as_str().unwrap().starts_with("call_"));
     let f = &calls[0]["function"];
-    assert_weather_call(f["name"].as_str().unwrap(), f["arguments"].as_str().unwrap());
+    assert_weather_call(
+        f["name"].as_str().unwrap(),
+        f["arguments"].as_str().unwrap(),
+    );
     assert!(choice["message"]["content"].is_null(), "{v}");
 
     // The same, streamed: the id and name first, then the arguments; the same call.
@@ -91,7 +92,7 @@ fn a_required_call_is_well_formed_streamed_or_not() {
         &question(json!({"tool_choice": "required", "stream": true})),
     );
     assert_eq!(r.status, 200);
-    let evs = events(&r.body);
+    let evs = events(&r);
     let deltas: Vec<&Value> = evs
         .iter()
         .filter_map(|e| e["choices"][0]["delta"]["tool_calls"].get(0))
@@ -149,13 +150,18 @@ fn tools_and_results_reach_the_prompt_as_the_template_writes_them() {
     let prompt = r.json()["prompt"].as_str().unwrap().to_string();
     // Qwen2.5's template: the tool as json.dumps writes it, the call, the answer.
     let tool_line = r#"{"type": "function", "function": {"name": "get_weather", "description": "Get the current weather in a city", "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city name"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city"]}}}"#;
-    assert!(prompt.contains(&format!("<tools>\n{tool_line}\n</tools>")), "{prompt}");
+    assert!(
+        prompt.contains(&format!("<tools>\n{tool_line}\n</tools>")),
+        "{prompt}"
+    );
     assert!(
         prompt.contains("<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|im_end|>"),
         "{prompt}"
     );
     assert!(
-        prompt.contains("<|im_start|>user\n<tool_response>\n{\"temperature\": 21}\n</tool_response><|im_end|>"),
+        prompt.contains(
+            "<|im_start|>user\n<tool_response>\n{\"temperature\": 21}\n</tool_response><|im_end|>"
+        ),
         "{prompt}"
     );
     assert!(prompt.ends_with("<|im_start|>assistant\n"), "{prompt}");
@@ -178,21 +184,34 @@ fn bad_tool_fields_are_400s_naming_them() {
         ),
         (question(json!({"tool_choice": "maybe"})), "tool_choice"),
         (
-            question(json!({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string", "pattern": "^a+$"}}}}}], "tool_choice": "required"})),
+            question(
+                json!({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string", "pattern": "^a+$"}}}}}], "tool_choice": "required"}),
+            ),
             "tools[0].function.parameters",
         ),
         (
-            question(json!({"tool_choice": "required", "response_format": {"type": "json_object"}})),
+            question(
+                json!({"tool_choice": "required", "response_format": {"type": "json_object"}}),
+            ),
             "tool_choice",
         ),
     ];
     for (body, field) in cases {
         let r = post(s.port, "/v1/chat/completions", &body);
-        assert_eq!(r.status, 400, "{body}: {}", String::from_utf8_lossy(&r.body));
+        assert_eq!(
+            r.status,
+            400,
+            "{body}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
         let e = r.json();
         assert_eq!(e["error"]["param"], field, "{e}");
     }
     // The server is still there.
-    let r = post(s.port, "/v1/chat/completions", &json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}));
+    let r = post(
+        s.port,
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}),
+    );
     assert_eq!(r.status, 200);
 }
