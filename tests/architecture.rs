@@ -128,9 +128,7 @@ fn import_graph() -> BTreeMap<String, BTreeMap<String, String>> {
         let edges = graph.entry(from.clone()).or_default();
         for to in imported(&code) {
             if to != from && to != "self" {
-                edges
-                    .entry(to)
-                    .or_insert_with(|| rel.display().to_string());
+                edges.entry(to).or_insert_with(|| rel.display().to_string());
             }
         }
     }
@@ -172,7 +170,11 @@ fn imports_point_down_or_sideways() {
             }
         }
     }
-    assert!(wrong.is_empty(), "imports pointing up:\n{}", wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "imports pointing up:\n{}",
+        wrong.join("\n")
+    );
 }
 
 #[test]
