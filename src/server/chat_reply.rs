@@ -5,7 +5,7 @@
 //! answer passes through as content.
 
 use crate::chat::reasoning::{Split, ThinkSplitter};
-use crate::chat::tool_call::{Format, Reply};
+use crate::chat::tool_call::{Format, Reply, ToolSpec};
 
 /// One reply being read: its thoughts, then its answer's calls.
 #[derive(Clone, Debug)]
@@ -24,12 +24,14 @@ pub struct Finished {
 }
 
 impl ReplyReader {
-    /// A reader of thoughts as `think` splits them, and of calls in `format`.
-    pub fn new(think: ThinkSplitter, format: Option<Format>) -> ReplyReader {
+    /// A reader of thoughts as `think` splits them, and of calls of `tools` in `format`.
+    pub fn new(think: ThinkSplitter, format: Option<Format>, tools: Vec<ToolSpec>) -> ReplyReader {
+        let mut calls = CallReader::new(format);
+        calls.tools = tools;
         ReplyReader {
             think,
             reasoning: String::new(),
-            calls: CallReader::new(format),
+            calls,
         }
     }
 
@@ -72,6 +74,8 @@ struct CallReader {
     sent: usize,
     /// A call may have begun at `sent`: nothing more goes out until the end.
     holding: bool,
+    /// The request's tools (some formats read argument values by their schemas).
+    tools: Vec<ToolSpec>,
 }
 
 impl CallReader {
@@ -81,6 +85,7 @@ impl CallReader {
             full: String::new(),
             sent: 0,
             holding: false,
+            tools: Vec::new(),
         }
     }
 
@@ -124,7 +129,7 @@ impl CallReader {
         let Some(format) = self.format else {
             return (Reply::text(&self.full), self.full[self.sent..].to_string());
         };
-        let reply = format.parse(&self.full);
+        let reply = format.parse_with_tools(&self.full, &self.tools);
         let rest = if reply.content == self.full {
             self.full[self.sent..].to_string()
         } else {
@@ -205,7 +210,7 @@ mod tests {
     fn thoughts_then_a_call() {
         use crate::chat::reasoning::ReasoningFormat;
         let think = ThinkSplitter::new(ReasoningFormat::Deepseek, false);
-        let mut r = ReplyReader::new(think, Some(Format::Hermes));
+        let mut r = ReplyReader::new(think, Some(Format::Hermes), Vec::new());
         let mut out = Split::default();
         for p in [
             "<think>\nI need",

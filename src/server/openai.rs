@@ -306,7 +306,7 @@ pub fn chat_completions(state: &State, body: &[u8], rsp: &mut Responder) -> Resu
         created: now(),
         model: state.config.model_name.clone(),
         usage_in_stream,
-        reader: ReplyReader::new(think, format),
+        reader: ReplyReader::new(think, format, tools.map(|t| t.specs).unwrap_or_default()),
     };
     run_choices(state, rsp, prompt, params, stream, n, shape)
 }
