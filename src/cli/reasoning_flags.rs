@@ -3,7 +3,6 @@
 //! thinking before it starts), and `--skip-chat-parsing` (replies are all content: no
 //! reasoning or tool calls read out of them).
 
-use crate::chat::reasoning::ReasoningFormat;
 use clap::{ArgMatches, Args};
 
 /// Reasoning flags this program acts on.
@@ -73,12 +72,13 @@ impl ReasoningArgs {
         }
     }
 
-    /// Where thoughts go (nowhere but the content with `--skip-chat-parsing`).
-    pub fn format(&self) -> ReasoningFormat {
+    /// The name of where thoughts go: `none` with `--skip-chat-parsing`, else the flag's.
+    pub fn format_name(&self) -> &str {
         if self.skip_chat_parsing {
-            return ReasoningFormat::None;
+            "none"
+        } else {
+            &self.reasoning_format
         }
-        ReasoningFormat::parse(&self.reasoning_format).unwrap_or(ReasoningFormat::Deepseek)
     }
 
     /// The template's `enable_thinking`, when the flags decide it.

@@ -12,6 +12,7 @@
 //! templates are used through their public APIs.
 
 mod admission;
+mod anthropic;
 mod base64;
 mod chat_reply;
 mod choices;
@@ -28,6 +29,7 @@ mod native;
 mod openai;
 mod protocol;
 mod response;
+mod responses;
 mod routes;
 mod scheduler;
 mod slot_actions;
@@ -221,7 +223,10 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
         spm_infill: cli.emb.spm_infill,
         batch_size: cli.batch_size.max(1),
         slot_save_path: directory(cli.srv.slot_save_path.as_deref(), "--slot-save-path")?,
-        reasoning_format: cli.reasoning.format(),
+        reasoning_format: crate::chat::reasoning::ReasoningFormat::parse(
+            cli.reasoning.format_name(),
+        )
+        .unwrap_or(crate::chat::reasoning::ReasoningFormat::Deepseek),
         enable_thinking: cli.reasoning.enable_thinking(),
         skip_chat_parsing: cli.reasoning.skip_chat_parsing,
         static_path: directory(cli.srv.static_path.as_deref(), "--path")?,
