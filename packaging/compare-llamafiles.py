@@ -36,18 +36,26 @@ NEAR_TIE = 1.0
 def run(cmd, args, timeout):
     """The stdout of a command that must succeed. Output goes through files, not pipes: the
     first wine program of a session starts wine's services, which would inherit a pipe and
-    hold it open long after the program exits."""
+    hold it open long after the program exits. A failure says all a later reader needs to
+    tell its causes apart: the exit status (or signal), how long the command ran, and the end
+    of its stderr, or that there was none."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.monotonic()
         proc = subprocess.run(
             cmd + args, stdin=subprocess.DEVNULL, stdout=out, stderr=err, timeout=timeout
         )
+        took = time.monotonic() - start
         out.seek(0)
         err.seek(0)
         if proc.returncode != 0:
-            raise RuntimeError(
-                f"{shlex.join(cmd + args)} exited {proc.returncode}: "
-                + err.read().decode(errors="replace").strip()[-400:]
+            status = (
+                f"was killed by signal {-proc.returncode}"
+                if proc.returncode < 0
+                else f"exited {proc.returncode}"
             )
+            text = err.read().decode(errors="replace").strip()
+            said = f"its stderr ends:\n{text[-2000:]}" if text else "nothing on its stderr"
+            raise RuntimeError(f"{shlex.join(cmd + args)} {status} after {took:.1f} s, {said}")
         return out.read()
 
 

@@ -40,29 +40,50 @@ target_dir=${CARGO_TARGET_DIR:-target}
 cargo build --release --bin llamafile --bin zipalign
 cargo build --release --target "$target" --bin llamafile --bin zipalign
 
-export WINEPREFIX="${WINEPREFIX:-$HOME/.cache/llamafile-rs/wine}" WINEDEBUG=-all
+# Wine's own error lines (not its fixme lines) go to each program's stderr, which
+# compare-llamafiles.py prints when a program fails.
+export WINEPREFIX="${WINEPREFIX:-$HOME/.cache/llamafile-rs/wine}" WINEDEBUG=-all,err+all
 mkdir -p "$WINEPREFIX"
+
+# Starts a wine session: the first program a new wine server runs makes the loader run
+# `wineboot --init` (on a new prefix it creates the prefix first), which starts wine's service
+# manager and its services; every program waits for that boot to finish before its own code
+# runs. A trivial program does it, with its output apart from ours (the services inherit it).
+# Not `wineboot -i`: as the first program it boots a second time after the loader's boot. That
+# second boot resets the boot event, rewrites the registry's hardware and environment keys,
+# and starts a second service manager, which for the next ~40 s starts its own copy of each
+# service (several waiting out its 10 s start timeout) while services of one manager report
+# to the other; and `wineboot -i` returns about 2 s before that second boot has finished.
+start_session() {
+  wine cmd /c exit </dev/null >/dev/null 2>&1 || {
+    echo "test-windows: wine cannot start a program in $WINEPREFIX" >&2
+    exit 1
+  }
+}
+
 shim="$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll"
 if [ ! -f "$shim" ]; then
   echo "test-windows: creating the wine prefix $WINEPREFIX" >&2
-  wineboot -i </dev/null >/dev/null 2>&1 || true
-  # wineboot returns while the server that set the prefix up still runs: wait for it to finish.
+  wineserver -w
+  start_session
+  # Wait for all the prefix's creation started (services, installers) and for its server.
   wineserver -w
   if [ ! -d "$(dirname "$shim")" ]; then
-    echo "test-windows: wineboot did not create the prefix $WINEPREFIX" >&2
+    echo "test-windows: wine did not create the prefix $WINEPREFIX" >&2
     exit 1
   fi
-  x86_64-w64-mingw32-gcc -shared -O2 -o "$shim.tmp" packaging/wine/bcryptprimitives.c -lbcrypt
-  mv "$shim.tmp" "$shim"
+  x86_64-w64-mingw32-gcc -shared -O2 -o "$shim.$$.tmp" packaging/wine/bcryptprimitives.c -lbcrypt
+  mv "$shim.$$.tmp" "$shim"
 fi
 
-# One wine server for all the runs below (each run would otherwise start and stop its own);
-# `-p` refuses while another server of this prefix runs, so wait for any to exit first.
+# One wine server for all the runs below (each run would otherwise start and stop its own, and
+# boot wine again); `-p` refuses while another server of this prefix runs, so wait for any to
+# exit first.
 wineserver -w
 wineserver -p
-wineboot -i </dev/null >/dev/null 2>&1   # wine's services, started apart from our output
 work=$(mktemp -d)
 trap 'wineserver -k; rm -rf "$work"' EXIT
+start_session
 export LLAMAFILE_BIN="$target_dir/release/llamafile" ZIPALIGN_BIN="$target_dir/release/zipalign"
 export LLAMAFILE_BIN_WINDOWS_X86_64="$target_dir/$target/release/llamafile.exe"
 packaging/make-llamafile.sh "$model" "$work/smollm2" --target linux-x86_64,windows-x86_64
