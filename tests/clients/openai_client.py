@@ -1,30 +1,18 @@
 #!/usr/bin/env python3
 """The official `openai` Python package against our server: chat completion (streamed and not),
-completion, the models list, and embeddings (a second server, with --embedding --pooling mean). Usage: openai_client.py LLAMAFILE_BINARY MODEL.gguf
+tool calls (required and named, streamed and not), completion, the models list, and embeddings
+(a second server, with --embedding --pooling mean). Usage: openai_client.py LLAMAFILE_BINARY
+MODEL.gguf
 
 Starts the server on a free loopback port, runs the checks, stops the server; exits non-zero on
 any failure."""
 
-import re
-import subprocess
+import json
 import sys
 
 import openai
 
-
-def start(binary, model, *extra):
-    proc = subprocess.Popen(
-        [binary, "-m", model, "--server", "--nobrowser", "--port", "0", "-np", "2", "-c", "2048",
-         *extra],
-        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-        env={k: v for k, v in __import__("os").environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")},
-    )
-    line = proc.stdout.readline()
-    m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
-    if not m:
-        proc.kill()
-        sys.exit(f"the server did not print its URL: {line!r}")
-    return proc, f"http://127.0.0.1:{m.group(1)}/v1"
+from llamafile_server import start, stop
 
 
 def main():
@@ -105,7 +93,6 @@ def main():
             assert e.status_code == 400 and "n" in str(e), e
 
         # Structured output: response_format json_schema and json_object, checked by jsonschema.
-        import json
         import jsonschema
         schema = {"type": "object",
                   "properties": {"city": {"type": "string", "maxLength": 30},
@@ -150,14 +137,90 @@ def main():
         except openai.APIStatusError as e:
             assert e.status_code == 501 and "--embeddings" in str(e), e
 
+        calls = tool_calls(client, ids[0])
+
         print(f"openai {openai.__version__}: models, chat (streamed and not), completions, "
-              "n > 1 choices, response_format, logprobs: ok")
+              "n > 1 choices, response_format, logprobs, tool calls: ok")
         print(f"  structured: {doc}")
         print(f"  answer: {text!r}")
+        for call in calls:
+            print(f"  tool call: {call}")
     finally:
-        proc.kill()
-        proc.wait()
+        stop(proc)
     embeddings(binary, model)
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city",
+    "parameters": {"type": "object",
+                   "properties": {"city": {"type": "string", "description": "The city name"},
+                                  "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                   "required": ["city"]}}}
+TIME = {"type": "function", "function": {
+    "name": "get_time", "description": "Get the current time in a time zone",
+    "parameters": {"type": "object", "properties": {"zone": {"type": "string"}},
+                   "required": ["zone"]}}}
+
+
+def tool_calls(client, model):
+    """Tools with tool_choice "required" (streamed and not) and a named function. SmolLM2's
+    template has no tool format of its own: the server uses llama.cpp's generic JSON one, the
+    reply constrained to a call whose arguments match the tool's schema."""
+    import jsonschema
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in (WEATHER, TIME)}
+    messages = [{"role": "user", "content": "What is the weather like in Paris today?"}]
+    request = dict(model=model, messages=messages, tools=[WEATHER, TIME], max_tokens=96,
+                   temperature=0, seed=1)
+
+    def check(name, arguments):
+        assert name in schemas, name
+        args = json.loads(arguments)
+        jsonschema.validate(args, schemas[name])
+        return name, args
+
+    whole = client.chat.completions.create(**request, tool_choice="required")
+    choice = whole.choices[0]
+    assert choice.finish_reason == "tool_calls", whole
+    assert choice.message.role == "assistant", whole
+    assert choice.message.tool_calls and len(choice.message.tool_calls) == 1, whole
+    call = choice.message.tool_calls[0]
+    assert call.type == "function" and call.id, call
+    required = check(call.function.name, call.function.arguments)
+    assert not choice.message.content, whole
+
+    # Streamed, accumulated as OpenAI's function-calling guide does: the first delta of a call
+    # holds its id and name (and arguments ""), later ones append to the arguments.
+    final, finish, content = {}, None, ""
+    for chunk in client.chat.completions.create(**request, tool_choice="required", stream=True):
+        assert chunk.object == "chat.completion.chunk", chunk
+        for c in chunk.choices:
+            content += c.delta.content or ""
+            for tc in c.delta.tool_calls or []:
+                if tc.index not in final:
+                    assert tc.id and tc.function.name, ("id and name come first", tc)
+                    final[tc.index] = tc
+                else:
+                    assert not tc.id and not tc.function.name, ("id and name come once", tc)
+                    final[tc.index].function.arguments += tc.function.arguments
+            if c.finish_reason:
+                finish = c.finish_reason
+    assert finish == "tool_calls", finish
+    assert list(final) == [0], final
+    assert not content, ("no content beside the call", content)
+    streamed = final[0]
+    assert streamed.type == "function", streamed
+    assert check(streamed.function.name, streamed.function.arguments) == required, (
+        "streamed and whole calls differ", streamed, call)
+    assert streamed.function.arguments == call.function.arguments, (streamed, call)
+
+    # A named function is the one called, whatever the question.
+    named = client.chat.completions.create(
+        **request, tool_choice={"type": "function", "function": {"name": "get_time"}})
+    assert named.choices[0].finish_reason == "tool_calls", named
+    ncall = named.choices[0].message.tool_calls[0]
+    assert ncall.function.name == "get_time", named
+    named_call = check(ncall.function.name, ncall.function.arguments)
+    return [required, named_call]
 
 
 def embeddings(binary, model):
@@ -193,8 +256,7 @@ def embeddings(binary, model):
         assert floats == vec, "base64 holds the little-endian f32 bytes"
         print(f"openai {openai.__version__}: embeddings (string, list, float, base64): ok")
     finally:
-        proc.kill()
-        proc.wait()
+        stop(proc)
 
 
 if __name__ == "__main__":
