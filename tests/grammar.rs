@@ -230,7 +230,9 @@ fn schemas() -> Vec<(&'static str, Value)> {
         ),
         (
             "A tree.",
-            json!({"$defs": {"node": {"type": "object", "properties": {"label": {"type": "string", "maxLength": 10}, "children": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}}, "required": ["label"]}}, "$ref": "#/$defs/node"}),
+            // (Properties are written in the schema's order, as llama.cpp writes them: with `label`
+            // first, SmolLM2's greedy tree never closes within the token budget.)
+            json!({"$defs": {"node": {"type": "object", "properties": {"children": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}, "label": {"type": "string", "maxLength": 10}}, "required": ["label"]}}, "$ref": "#/$defs/node"}),
         ),
     ]
 }

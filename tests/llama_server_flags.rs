@@ -122,8 +122,8 @@ fn refused_features_exit_non_zero_in_one_line_naming_the_feature() {
             "control vectors",
         ),
         (
-            &["--reasoning-budget", "0"],
-            "--reasoning-budget 0: this build does not support reasoning budgets",
+            &["--reasoning-budget", "256"],
+            "--reasoning-budget 256: only -1 (unrestricted) and 0 (no thinking) are supported",
         ),
         (&["--host", "/tmp/llama.sock", "-m", "x.gguf"], ""),
     ] {
