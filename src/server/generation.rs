@@ -9,6 +9,7 @@ use super::json::kind;
 use super::json::Obj;
 use super::protocol::{Event, GenParams, Progress, Stats, Summary};
 use super::response::{Responder, Response};
+use super::sse::SseStream;
 use super::State;
 use crate::sampling::grammar::{json_schema, JSON_OBJECT_GBNF};
 use crate::sampling::logprobs::StepLogprobs;
@@ -44,6 +45,20 @@ pub trait Shape {
     fn whole(&mut self, text: &str, tokens: &[u32], probs: &[Value], summary: &Summary) -> Value;
     /// Whether the stream ends with `data: [DONE]` (OpenAI endpoints).
     fn done_marker(&self) -> bool;
+    /// Whether each stream event is named after its `type` field (`event: <type>`, as
+    /// Anthropic's streams are).
+    fn named_events(&self) -> bool {
+        false
+    }
+}
+
+/// Sends one stream event of `shape`'s.
+fn send_event(s: &mut SseStream, shape: &dyn Shape, ev: &Value) -> std::io::Result<()> {
+    if shape.named_events() {
+        s.named(ev["type"].as_str().unwrap_or("message"), ev)
+    } else {
+        s.json(ev)
+    }
 }
 
 /// Sampling fields shared by every generation endpoint, llama.cpp's names, defaulting to the
@@ -377,7 +392,7 @@ pub fn run(
     if stream {
         let mut s = rsp.sse()?;
         for ev in shape.opening() {
-            if s.json(&ev).is_err() {
+            if send_event(&mut s, shape, &ev).is_err() {
                 return Ok(());
             }
         }
@@ -414,7 +429,8 @@ pub fn run(
         match ev {
             Event::Progress { progress, stats } => {
                 if let Some(s) = sse.as_mut() {
-                    if s.json(&extras.progress(shape, &progress, &stats)).is_err() {
+                    let ev = extras.progress(shape, &progress, &stats);
+                    if send_event(s, shape, &ev).is_err() {
                         return Ok(());
                     }
                 }
@@ -429,7 +445,7 @@ pub fn run(
                 match sse.as_mut() {
                     Some(s) => {
                         for ev in extras.chunks(shape, &t, &ids, &probs, &stats) {
-                            if s.json(&ev).is_err() {
+                            if send_event(s, shape, &ev).is_err() {
                                 return Ok(());
                             }
                         }
@@ -445,7 +461,7 @@ pub fn run(
                 return match sse {
                     Some(mut s) => {
                         for ev in shape.closing(&summary) {
-                            if s.json(&ev).is_err() {
+                            if send_event(&mut s, shape, &ev).is_err() {
                                 return Ok(());
                             }
                         }

@@ -204,7 +204,7 @@ fn run_choices<S: Shape + Clone>(
 
 /// The generation settings of an OpenAI request; `default_max` when neither `max_tokens` nor
 /// `max_completion_tokens` is given.
-fn gen_params(
+pub fn gen_params(
     state: &State,
     o: &Obj,
     default_max: i64,
@@ -265,7 +265,7 @@ fn include_usage(o: &Obj) -> Result<bool, ApiError> {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-fn new_id(prefix: &str) -> String {
+pub fn new_id(prefix: &str) -> String {
     let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     format!("{prefix}-{:016x}{n:x}", crate::sampling::random_seed())
 }
@@ -277,14 +277,42 @@ pub fn chat_completions(state: &State, body: &[u8], rsp: &mut Responder) -> Resu
     check_common(&o)?;
     let n = n_choices(&o)?;
     let stream = o.bool("stream")?.unwrap_or(false);
-    let mut params = gen_params(state, &o, -1, chat_logprobs(&o)?, stream)?;
     let usage_in_stream = include_usage(&o)?;
+    let chat = prepare_chat(state, &o, stream, -1)?;
+    let shape = ChatShape {
+        id: new_id("chatcmpl"),
+        created: now(),
+        model: state.config.model_name.clone(),
+        usage_in_stream,
+        reader: chat.reader,
+    };
+    run_choices(state, rsp, chat.prompt, chat.params, stream, n, shape)
+}
+
+/// A chat request ready to run: its prompt tokens, generation settings, and the reader of its
+/// reply (thoughts, tool calls).
+pub struct PreparedChat {
+    pub prompt: Vec<u32>,
+    pub params: GenParams,
+    pub reader: ReplyReader,
+}
+
+/// Reads a chat request in OpenAI's shape (the Anthropic and Responses endpoints convert theirs
+/// to it): its messages rendered with the tools, a forced call's grammar, and the sampling
+/// settings (`default_max` tokens when it sets no limit).
+pub fn prepare_chat(
+    state: &State,
+    o: &Obj,
+    stream: bool,
+    default_max: i64,
+) -> Result<PreparedChat, ApiError> {
+    let mut params = gen_params(state, o, default_max, chat_logprobs(o)?, stream)?;
     let ChatPrompt {
         text,
         tools,
         format,
         think,
-    } = chat_prompt(state, &o)?;
+    } = chat_prompt(state, o)?;
     if let (Some(t), Some(f)) = (&tools, format) {
         if let Some(g) = t.grammar(f)? {
             if let Some(k) = ["grammar", "json_schema", "response_format"]
@@ -301,18 +329,16 @@ pub fn chat_completions(state: &State, body: &[u8], rsp: &mut Responder) -> Resu
     }
     let prompt = state.loaded.tokenizer.encode(&text, true, true);
     check_prompt(state, &prompt, "messages")?;
-    let shape = ChatShape {
-        id: new_id("chatcmpl"),
-        created: now(),
-        model: state.config.model_name.clone(),
-        usage_in_stream,
-        reader: ReplyReader::new(think, format, tools.map(|t| t.specs).unwrap_or_default()),
-    };
-    run_choices(state, rsp, prompt, params, stream, n, shape)
+    let specs = tools.map(|t| t.specs).unwrap_or_default();
+    Ok(PreparedChat {
+        prompt,
+        params,
+        reader: ReplyReader::new(think, format, specs),
+    })
 }
 
 /// A chat request's prompt text, with the tools the model was shown and the format its calls
-/// are read in (`None` without tools, or with `tool_choice: "none"`).
+/// are read in (`None` without tools, with `tool_choice: "none"` or `--skip-chat-parsing`).
 pub struct ChatPrompt {
     pub text: String,
     pub tools: Option<Tools>,
@@ -326,10 +352,12 @@ pub struct ChatPrompt {
 pub fn chat_prompt(state: &State, o: &Obj) -> Result<ChatPrompt, ApiError> {
     let config = &state.config;
     let messages = parse_messages(o)?;
-    let tools = Tools::read(o)?.filter(|t| t.choice != Choice::None);
+    // As llama.cpp: with `tool_choice: "none"` the template still shows the tools, and the
+    // reply is not read for calls.
+    let tools = Tools::read(o)?;
     let format = tools
         .as_ref()
-        .filter(|_| !config.skip_chat_parsing)
+        .filter(|t| t.choice != Choice::None && !config.skip_chat_parsing)
         .map(|_| Format::detect(state.template.source()));
     let mut kwargs = template_kwargs(o)?;
     if let Some(on) = config.enable_thinking {
@@ -522,7 +550,7 @@ fn finish_reason(s: &Summary, reply: &Reply) -> &'static str {
 }
 
 /// A call's id: the one its format carried, or a fresh one.
-fn call_id(given: &str) -> String {
+pub fn call_id(given: &str) -> String {
     if given.is_empty() {
         let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         format!("call_{:016x}{n:x}", crate::sampling::random_seed())

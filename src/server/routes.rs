@@ -8,7 +8,9 @@ use super::embeddings::{self, Api};
 use super::error::ApiError;
 use super::http::Request;
 use super::response::{Responder, Response};
-use super::{infill, native, openai, slot_actions, static_files, webui, State};
+use super::{
+    anthropic, infill, native, openai, responses, slot_actions, static_files, webui, State,
+};
 
 /// Answers one request; errors become JSON error responses.
 pub fn handle(state: &State, req: &Request, rsp: &mut Responder) {
@@ -124,6 +126,14 @@ fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiErr
             openai::chat_completions(state, &req.body, rsp)
         }
         "/v1/completions" if post => openai::completions(state, &req.body, rsp),
+        "/v1/messages" if post => anthropic::messages(state, &req.body, rsp),
+        "/v1/responses" | "/responses" if post => responses::create(state, &req.body, rsp),
+        "/v1/responses/input_tokens" if post => {
+            send(rsp, responses::input_tokens(state, &req.body)?)
+        }
+        "/v1/messages/count_tokens" if post => {
+            send(rsp, anthropic::count_tokens(state, &req.body)?)
+        }
         "/completion" | "/completions" if post => native::completion(state, &req.body, rsp),
         "/v1/embeddings" if post => embeddings::handle(state, &req.body, rsp, Api::OpenAi),
         "/embedding" | "/embeddings" if post => {
@@ -140,6 +150,11 @@ fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiErr
         "/v1/chat/completions"
         | "/chat/completions"
         | "/v1/completions"
+        | "/v1/messages"
+        | "/v1/messages/count_tokens"
+        | "/v1/responses"
+        | "/responses"
+        | "/v1/responses/input_tokens"
         | "/completion"
         | "/completions"
         | "/tokenize"

@@ -28,6 +28,13 @@ impl SseStream {
         self.data(&value.to_string())
     }
 
+    /// Sends `event: <name>` and `data: <json>` as one event (Anthropic's streams name theirs).
+    pub fn named(&mut self, name: &str, value: &serde_json::Value) -> io::Result<()> {
+        debug_assert!(!name.contains('\n'));
+        let event = format!("event: {name}\ndata: {value}\n\n");
+        self.write(event.as_bytes())
+    }
+
     fn write(&mut self, payload: &[u8]) -> io::Result<()> {
         let mut buf = Vec::with_capacity(payload.len() + 16);
         if self.chunked {

@@ -15,7 +15,8 @@ use serde_json::Value;
 pub enum Choice {
     /// The model decides (the default when tools are given).
     Auto,
-    /// No calls: the tools are not shown to the model.
+    /// No calls: the template still shows the tools (as llama.cpp renders them), but nothing
+    /// is forced and the reply is not read for calls.
     None,
     /// At least one call of any tool.
     Required,

@@ -11,6 +11,7 @@ mod common;
 
 #[cfg(target_os = "linux")]
 mod abuse;
+mod anthropic;
 mod api;
 mod choices;
 mod embeddings;
@@ -19,6 +20,7 @@ mod flags;
 mod infill;
 mod listen;
 mod reasoning;
+mod responses;
 mod sampling;
 mod slot_files;
 mod stream_extras;

@@ -165,6 +165,11 @@ fn tools_and_results_reach_the_prompt_as_the_template_writes_them() {
         "{prompt}"
     );
     assert!(prompt.ends_with("<|im_start|>assistant\n"), "{prompt}");
+    // `tool_choice: "none"` still shows the tools, as llama.cpp renders them.
+    let mut none = body.clone();
+    none["tool_choice"] = "none".into();
+    let again = post(s.port, "/apply-template", &none).json()["prompt"].clone();
+    assert_eq!(again.as_str(), Some(prompt.as_str()));
 }
 
 #[test]
