@@ -6,9 +6,9 @@
 
 use super::chat_reply::Finished;
 use super::error::ApiError;
-use super::generation::{self, Shape};
-use super::json::{kind, parse_body, Obj};
-use super::openai::{call_id, chat_prompt, new_id, prepare_chat};
+use super::generation::Shape;
+use super::json::{kind, parse_body, text_parts, Obj};
+use super::openai::{call_id, new_id, prompt_tokens, run_converted};
 use super::protocol::Summary;
 use super::response::{Responder, Response};
 use super::State;
@@ -23,33 +23,22 @@ const DEFAULT_MAX_TOKENS: i64 = 4096;
 pub fn messages(state: &State, body: &[u8], rsp: &mut Responder) -> Result<(), ApiError> {
     let v = parse_body(body)?;
     let chat = to_chat(&Obj::root(&v))?;
-    let o = Obj::root(&chat);
-    let stream = o.bool("stream")?.unwrap_or(false);
-    let prepared = prepare_chat(state, &o, stream, DEFAULT_MAX_TOKENS)?;
-    let mut shape = MessageShape {
-        id: new_id("msg").replace('-', "_"),
-        model: state.config.model_name.clone(),
-        n_prompt: prepared.prompt.len(),
-        reader: prepared.reader,
-        open: None,
-        next_index: 0,
-    };
-    generation::run(
-        state,
-        rsp,
-        prepared.prompt,
-        prepared.params,
-        stream,
-        &mut shape,
-    )
+    run_converted(state, rsp, &chat, DEFAULT_MAX_TOKENS, |prepared| {
+        MessageShape {
+            id: new_id("msg").replace('-', "_"),
+            model: state.config.model_name.clone(),
+            n_prompt: prepared.prompt.len(),
+            reader: prepared.reader.clone(),
+            open: None,
+            next_index: 0,
+        }
+    })
 }
 
 /// `POST /v1/messages/count_tokens`: the tokens of the prompt a request would be given.
 pub fn count_tokens(state: &State, body: &[u8]) -> Result<Response, ApiError> {
     let v = parse_body(body)?;
-    let chat = to_chat(&Obj::root(&v))?;
-    let text = chat_prompt(state, &Obj::root(&chat))?.text;
-    let n = state.loaded.tokenizer.encode(&text, true, true).len();
+    let n = prompt_tokens(state, &to_chat(&Obj::root(&v))?)?;
     Ok(Response::json(200, &json!({ "input_tokens": n })))
 }
 
@@ -77,9 +66,7 @@ fn to_chat(o: &Obj) -> Result<Value, ApiError> {
     for (i, item) in items.iter().enumerate() {
         let path = format!("messages[{i}]");
         let m = Obj::at(item, &path)?;
-        let role = m
-            .str("role")?
-            .ok_or_else(|| ApiError::field(&m.path_of("role"), "is required"))?;
+        let role = m.required_str("role")?;
         if role != "user" && role != "assistant" {
             return Err(ApiError::field(
                 &m.path_of("role"),
@@ -103,9 +90,7 @@ fn to_chat(o: &Obj) -> Result<Value, ApiError> {
         for (i, t) in tools.iter().enumerate() {
             let path = format!("tools[{i}]");
             let t = Obj::at(t, &path)?;
-            let name = t
-                .str("name")?
-                .ok_or_else(|| ApiError::field(&t.path_of("name"), "is required"))?;
+            let name = t.required_str("name")?;
             let mut f = json!({"name": name});
             if let Some(d) = t.str("description")? {
                 f["description"] = d.into();
@@ -124,9 +109,7 @@ fn to_chat(o: &Obj) -> Result<Value, ApiError> {
             Some("any") => json!("required"),
             Some("none") => json!("none"),
             Some("tool") => {
-                let name = c
-                    .str("name")?
-                    .ok_or_else(|| ApiError::field(&c.path_of("name"), "is required"))?;
+                let name = c.required_str("name")?;
                 json!({"type": "function", "function": {"name": name}})
             }
             Some(other) => {
@@ -166,26 +149,7 @@ fn to_chat(o: &Obj) -> Result<Value, ApiError> {
 
 /// The text of text blocks (`path` names them in errors).
 fn block_text(blocks: &[Value], path: &str) -> Result<String, ApiError> {
-    let mut text = String::new();
-    for (j, b) in blocks.iter().enumerate() {
-        let bpath = format!("{path}[{j}]");
-        let b = Obj::at(b, &bpath)?;
-        match b.str("type")? {
-            Some("text") => {}
-            Some(other) => {
-                return Err(ApiError::field(
-                    &b.path_of("type"),
-                    format!("'{other}' blocks are not supported here (only 'text')"),
-                ))
-            }
-            None => return Err(ApiError::field(&b.path_of("type"), "is required")),
-        }
-        let t = b
-            .str("text")?
-            .ok_or_else(|| ApiError::field(&b.path_of("text"), "is required"))?;
-        text.push_str(t);
-    }
-    Ok(text)
+    text_parts(blocks, path, &["text"], "blocks")
 }
 
 /// One Anthropic message as chat messages: a user turn's `tool_result` blocks become `tool`
@@ -213,23 +177,14 @@ fn convert_message(m: &Obj, role: &str, out: &mut Vec<Value>) -> Result<(), ApiE
     for (j, b) in blocks.iter().enumerate() {
         let bpath = format!("{path}[{j}]");
         let b = Obj::at(b, &bpath)?;
-        let kind_of = b
-            .str("type")?
-            .ok_or_else(|| ApiError::field(&b.path_of("type"), "is required"))?;
+        let kind_of = b.required_str("type")?;
         match (role, kind_of) {
-            (_, "text") => text.push_str(
-                b.str("text")?
-                    .ok_or_else(|| ApiError::field(&b.path_of("text"), "is required"))?,
-            ),
+            (_, "text") => text.push_str(b.required_str("text")?),
             ("assistant", "thinking") => thinking.push_str(b.str("thinking")?.unwrap_or_default()),
             ("assistant", "redacted_thinking") => {}
             ("assistant", "tool_use") => {
-                let id = b
-                    .str("id")?
-                    .ok_or_else(|| ApiError::field(&b.path_of("id"), "is required"))?;
-                let name = b
-                    .str("name")?
-                    .ok_or_else(|| ApiError::field(&b.path_of("name"), "is required"))?;
+                let id = b.required_str("id")?;
+                let name = b.required_str("name")?;
                 let input = match b.get("input") {
                     None => json!({}),
                     Some(v @ Value::Object(_)) => v.clone(),
@@ -243,9 +198,7 @@ fn convert_message(m: &Obj, role: &str, out: &mut Vec<Value>) -> Result<(), ApiE
                 calls.push(json!({"id": id, "type": "function", "function": {"name": name, "arguments": input.to_string()}}));
             }
             ("user", "tool_result") => {
-                let id = b
-                    .str("tool_use_id")?
-                    .ok_or_else(|| ApiError::field(&b.path_of("tool_use_id"), "is required"))?;
+                let id = b.required_str("tool_use_id")?;
                 let content = match b.get("content") {
                     None => String::new(),
                     Some(Value::String(s)) => s.clone(),

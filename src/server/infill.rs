@@ -209,9 +209,7 @@ fn extra_files(o: &Obj) -> Result<Vec<(String, String)>, ApiError> {
         .zip(&paths)
         .map(|(item, path)| {
             let chunk = Obj::at(item, path)?;
-            let text = chunk
-                .str("text")?
-                .ok_or_else(|| ApiError::field(&chunk.path_of("text"), "is required"))?;
+            let text = chunk.required_str("text")?;
             let name = chunk.str("filename")?.unwrap_or("tmp");
             Ok((name.to_string(), text.to_string()))
         })

@@ -91,6 +91,26 @@ impl<'a> Obj<'a> {
         }
     }
 
+    /// The string `key`, which must be given.
+    pub fn required_str(&self, key: &str) -> Result<&'a str, ApiError> {
+        self.str(key)?
+            .ok_or_else(|| ApiError::field(&self.path_of(key), "is required"))
+    }
+
+    /// The object's `type`, which must be one of `allowed`; `what` names the objects in the
+    /// error (`"parts"`, `"tools"`).
+    pub fn kind_of(&self, allowed: &[&str], what: &str) -> Result<&'a str, ApiError> {
+        let t = self.required_str("type")?;
+        if allowed.contains(&t) {
+            return Ok(t);
+        }
+        let only: Vec<String> = allowed.iter().map(|a| format!("'{a}'")).collect();
+        Err(ApiError::field(
+            &self.path_of("type"),
+            format!("'{t}' {what} are not supported (only {})", only.join(", ")),
+        ))
+    }
+
     pub fn str(&self, key: &str) -> Result<Option<&'a str>, ApiError> {
         match self.get(key) {
             None => Ok(None),
@@ -222,4 +242,22 @@ mod tests {
         assert!(parse_body(b"").is_err());
         assert!(parse_body(b"{}").is_ok());
     }
+}
+
+/// The text of `parts` (at `path`), objects `{"type", "text"}` whose type is one of
+/// `text_types`: the texts joined. `what` names the parts in errors.
+pub fn text_parts(
+    parts: &[Value],
+    path: &str,
+    text_types: &[&str],
+    what: &str,
+) -> Result<String, ApiError> {
+    let mut text = String::new();
+    for (j, part) in parts.iter().enumerate() {
+        let ppath = format!("{path}[{j}]");
+        let p = Obj::at(part, &ppath)?;
+        p.kind_of(text_types, what)?;
+        text.push_str(p.required_str("text")?);
+    }
+    Ok(text)
 }

@@ -6,7 +6,7 @@ use super::chat_reply::ReplyReader;
 use super::choices::{self, MAX_CHOICES};
 use super::error::ApiError;
 use super::generation::{self, check_prompt, sampling_params, timings, usage, Shape};
-use super::json::{kind, parse_body, Obj};
+use super::json::{kind, parse_body, text_parts, Obj};
 use super::protocol::FinishNames;
 use super::protocol::{GenParams, Summary};
 use super::response::{Responder, Response};
@@ -58,9 +58,7 @@ pub fn parse_messages(o: &Obj) -> Result<Vec<Message>, ApiError> {
     for (i, item) in items.iter().enumerate() {
         let path = format!("messages[{i}]");
         let m = Obj::at(item, &path)?;
-        let role = m
-            .str("role")?
-            .ok_or_else(|| ApiError::field(&m.path_of("role"), "is required"))?;
+        let role = m.required_str("role")?;
         let mut msg = Message::new(role, message_text(&m)?);
         msg.tool_calls = history_calls(&m)?;
         msg.tool_call_id = m.str("tool_call_id")?.map(str::to_string);
@@ -78,28 +76,7 @@ fn message_text(m: &Obj) -> Result<String, ApiError> {
     match m.get("content") {
         None => Ok(String::new()),
         Some(Value::String(s)) => Ok(s.clone()),
-        Some(Value::Array(parts)) => {
-            let mut text = String::new();
-            for (j, part) in parts.iter().enumerate() {
-                let ppath = format!("{path}[{j}]");
-                let p = Obj::at(part, &ppath)?;
-                match p.str("type")? {
-                    Some("text") => {}
-                    Some(other) => {
-                        return Err(ApiError::field(
-                            &p.path_of("type"),
-                            format!("'{other}' parts are not supported (only 'text')"),
-                        ))
-                    }
-                    None => return Err(ApiError::field(&p.path_of("type"), "is required")),
-                }
-                let t = p
-                    .str("text")?
-                    .ok_or_else(|| ApiError::field(&p.path_of("text"), "is required"))?;
-                text.push_str(t);
-            }
-            Ok(text)
-        }
+        Some(Value::Array(parts)) => text_parts(parts, &path, &["text"], "parts"),
         Some(other) => Err(ApiError::field(
             &path,
             format!(
@@ -120,13 +97,8 @@ fn history_calls(m: &Obj) -> Result<Vec<ToolCall>, ApiError> {
     for (j, c) in calls.iter().enumerate() {
         let cpath = format!("{base}[{j}]");
         let c = Obj::at(c, &cpath)?;
-        if let Some(t) = c.str("type")? {
-            if t != "function" {
-                return Err(ApiError::field(
-                    &c.path_of("type"),
-                    format!("'{t}' calls are not supported (only 'function')"),
-                ));
-            }
+        if c.get("type").is_some() {
+            c.kind_of(&["function"], "calls")?;
         }
         let fpath = c.path_of("function");
         let f = Obj::at(
@@ -134,9 +106,7 @@ fn history_calls(m: &Obj) -> Result<Vec<ToolCall>, ApiError> {
                 .ok_or_else(|| ApiError::field(&fpath, "is required"))?,
             &fpath,
         )?;
-        let name = f
-            .str("name")?
-            .ok_or_else(|| ApiError::field(&f.path_of("name"), "is required"))?;
+        let name = f.required_str("name")?;
         let arguments = match f.get("arguments") {
             None => json!({}),
             Some(Value::String(s)) => serde_json::from_str(s).map_err(|e| {
@@ -335,6 +305,35 @@ pub fn prepare_chat(
         params,
         reader: ReplyReader::new(think, format, specs),
     })
+}
+
+/// Runs a request of another API converted to a chat request (`chat`, in OpenAI's shape),
+/// answering in the shape `shape` builds from the prepared request.
+pub fn run_converted<S: Shape>(
+    state: &State,
+    rsp: &mut Responder,
+    chat: &Value,
+    default_max: i64,
+    shape: impl FnOnce(&PreparedChat) -> S,
+) -> Result<(), ApiError> {
+    let o = Obj::root(chat);
+    let stream = o.bool("stream")?.unwrap_or(false);
+    let prepared = prepare_chat(state, &o, stream, default_max)?;
+    let mut shape = shape(&prepared);
+    generation::run(
+        state,
+        rsp,
+        prepared.prompt,
+        prepared.params,
+        stream,
+        &mut shape,
+    )
+}
+
+/// The tokens of the prompt a converted chat request (`chat`) would be given.
+pub fn prompt_tokens(state: &State, chat: &Value) -> Result<usize, ApiError> {
+    let text = chat_prompt(state, &Obj::root(chat))?.text;
+    Ok(state.loaded.tokenizer.encode(&text, true, true).len())
 }
 
 /// A chat request's prompt text, with the tools the model was shown and the format its calls

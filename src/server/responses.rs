@@ -6,9 +6,9 @@
 
 use super::chat_reply::Finished;
 use super::error::ApiError;
-use super::generation::{self, Shape};
-use super::json::{kind, parse_body, Obj};
-use super::openai::{call_id, chat_prompt, new_id, now, prepare_chat};
+use super::generation::Shape;
+use super::json::{kind, parse_body, text_parts, Obj};
+use super::openai::{call_id, new_id, now, prompt_tokens, run_converted};
 use super::protocol::Summary;
 use super::response::{Responder, Response};
 use super::State;
@@ -20,37 +20,24 @@ use serde_json::{json, Map, Value};
 pub fn create(state: &State, body: &[u8], rsp: &mut Responder) -> Result<(), ApiError> {
     let v = parse_body(body)?;
     let chat = to_chat(&Obj::root(&v))?;
-    let o = Obj::root(&chat);
-    let stream = o.bool("stream")?.unwrap_or(false);
-    let prepared = prepare_chat(state, &o, stream, -1)?;
     let id = new_id("resp").replace('-', "_");
-    let mut shape = ResponseShape {
+    run_converted(state, rsp, &chat, -1, |prepared| ResponseShape {
         message_id: id.replacen("resp_", "msg_", 1),
         id,
         created: now(),
         model: state.config.model_name.clone(),
-        reader: prepared.reader,
+        reader: prepared.reader.clone(),
         text: String::new(),
         reasoning: String::new(),
         message_open: false,
         seq: 0,
-    };
-    generation::run(
-        state,
-        rsp,
-        prepared.prompt,
-        prepared.params,
-        stream,
-        &mut shape,
-    )
+    })
 }
 
 /// `POST /v1/responses/input_tokens`.
 pub fn input_tokens(state: &State, body: &[u8]) -> Result<Response, ApiError> {
     let v = parse_body(body)?;
-    let chat = to_chat(&Obj::root(&v))?;
-    let text = chat_prompt(state, &Obj::root(&chat))?.text;
-    let n = state.loaded.tokenizer.encode(&text, true, true).len();
+    let n = prompt_tokens(state, &to_chat(&Obj::root(&v))?)?;
     Ok(Response::json(
         200,
         &json!({ "object": "response.input_tokens", "input_tokens": n }),
@@ -97,16 +84,7 @@ fn to_chat(o: &Obj) -> Result<Value, ApiError> {
         for (i, t) in tools.iter().enumerate() {
             let path = format!("tools[{i}]");
             let t = Obj::at(t, &path)?;
-            match t.str("type")? {
-                Some("function") => {}
-                Some(other) => {
-                    return Err(ApiError::field(
-                        &t.path_of("type"),
-                        format!("'{other}' tools are not supported (only 'function')"),
-                    ))
-                }
-                None => return Err(ApiError::field(&t.path_of("type"), "is required")),
-            }
+            t.kind_of(&["function"], "tools")?;
             let mut f = Map::new();
             for key in ["name", "description", "parameters"] {
                 if let Some(v) = t.get(key) {
@@ -124,9 +102,7 @@ fn to_chat(o: &Obj) -> Result<Value, ApiError> {
         }
         Some(v) => {
             let c = Obj::at(v, "tool_choice")?;
-            let name = c
-                .str("name")?
-                .ok_or_else(|| ApiError::field(&c.path_of("name"), "is required"))?;
+            let name = c.required_str("name")?;
             chat.insert(
                 "tool_choice".into(),
                 json!({"type": "function", "function": {"name": name}}),
@@ -169,36 +145,18 @@ fn to_chat(o: &Obj) -> Result<Value, ApiError> {
 fn convert_item(item: &Obj, out: &mut Vec<Value>) -> Result<(), ApiError> {
     match item.str("type")? {
         None | Some("message") => {
-            let role = item
-                .str("role")?
-                .ok_or_else(|| ApiError::field(&item.path_of("role"), "is required"))?;
+            let role = item.required_str("role")?;
             let role = if role == "developer" { "system" } else { role };
             let cpath = item.path_of("content");
             let text = match item.get("content") {
                 None => String::new(),
                 Some(Value::String(s)) => s.clone(),
-                Some(Value::Array(parts)) => {
-                    let mut text = String::new();
-                    for (j, p) in parts.iter().enumerate() {
-                        let ppath = format!("{cpath}[{j}]");
-                        let p = Obj::at(p, &ppath)?;
-                        match p.str("type")? {
-                            Some("input_text" | "output_text" | "text") => {
-                                text.push_str(p.str("text")?.ok_or_else(|| {
-                                    ApiError::field(&p.path_of("text"), "is required")
-                                })?)
-                            }
-                            Some(other) => {
-                                return Err(ApiError::field(
-                                    &p.path_of("type"),
-                                    format!("'{other}' parts are not supported (only text)"),
-                                ))
-                            }
-                            None => return Err(ApiError::field(&p.path_of("type"), "is required")),
-                        }
-                    }
-                    text
-                }
+                Some(Value::Array(parts)) => text_parts(
+                    parts,
+                    &cpath,
+                    &["input_text", "output_text", "text"],
+                    "parts",
+                )?,
                 Some(other) => {
                     return Err(ApiError::field(
                         &cpath,
@@ -209,12 +167,8 @@ fn convert_item(item: &Obj, out: &mut Vec<Value>) -> Result<(), ApiError> {
             out.push(json!({"role": role, "content": text}));
         }
         Some("function_call") => {
-            let name = item
-                .str("name")?
-                .ok_or_else(|| ApiError::field(&item.path_of("name"), "is required"))?;
-            let id = item
-                .str("call_id")?
-                .ok_or_else(|| ApiError::field(&item.path_of("call_id"), "is required"))?;
+            let name = item.required_str("name")?;
+            let id = item.required_str("call_id")?;
             let args = item.str("arguments")?.unwrap_or("{}");
             let call = json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}});
             match out.last_mut() {
@@ -231,9 +185,7 @@ fn convert_item(item: &Obj, out: &mut Vec<Value>) -> Result<(), ApiError> {
             }
         }
         Some("function_call_output") => {
-            let id = item
-                .str("call_id")?
-                .ok_or_else(|| ApiError::field(&item.path_of("call_id"), "is required"))?;
+            let id = item.required_str("call_id")?;
             let output = match item.get("output") {
                 Some(Value::String(s)) => s.clone(),
                 Some(v) => v.to_string(),

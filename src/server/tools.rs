@@ -51,25 +51,14 @@ impl Tools {
         for (i, item) in items.iter().enumerate() {
             let path = format!("tools[{i}]");
             let t = Obj::at(item, &path)?;
-            match t.str("type")? {
-                Some("function") => {}
-                Some(other) => {
-                    return Err(ApiError::field(
-                        &t.path_of("type"),
-                        format!("'{other}' tools are not supported (only 'function')"),
-                    ))
-                }
-                None => return Err(ApiError::field(&t.path_of("type"), "is required")),
-            }
+            t.kind_of(&["function"], "tools")?;
             let fpath = t.path_of("function");
             let f = Obj::at(
                 t.get("function")
                     .ok_or_else(|| ApiError::field(&fpath, "is required"))?,
                 &fpath,
             )?;
-            let name = f
-                .str("name")?
-                .ok_or_else(|| ApiError::field(&f.path_of("name"), "is required"))?;
+            let name = f.required_str("name")?;
             if name.is_empty() {
                 return Err(ApiError::field(&f.path_of("name"), "must not be empty"));
             }
@@ -169,9 +158,7 @@ fn read_choice(o: &Obj, specs: &[ToolSpec]) -> Result<Choice, ApiError> {
                     .ok_or_else(|| ApiError::field(&fpath, "is required"))?,
                 &fpath,
             )?;
-            let name = f
-                .str("name")?
-                .ok_or_else(|| ApiError::field(&f.path_of("name"), "is required"))?;
+            let name = f.required_str("name")?;
             if !specs.iter().any(|s| s.name == name) {
                 return Err(ApiError::field(
                     &f.path_of("name"),
