@@ -209,6 +209,24 @@ impl<'a> Obj<'a> {
     }
 }
 
+/// The text of `parts` (at `path`), objects `{"type", "text"}` whose type is one of
+/// `text_types`: the texts joined. `what` names the parts in errors.
+pub fn text_parts(
+    parts: &[Value],
+    path: &str,
+    text_types: &[&str],
+    what: &str,
+) -> Result<String, ApiError> {
+    let mut text = String::new();
+    for (j, part) in parts.iter().enumerate() {
+        let ppath = format!("{path}[{j}]");
+        let p = Obj::at(part, &ppath)?;
+        p.kind_of(text_types, what)?;
+        text.push_str(p.required_str("text")?);
+    }
+    Ok(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,22 +260,4 @@ mod tests {
         assert!(parse_body(b"").is_err());
         assert!(parse_body(b"{}").is_ok());
     }
-}
-
-/// The text of `parts` (at `path`), objects `{"type", "text"}` whose type is one of
-/// `text_types`: the texts joined. `what` names the parts in errors.
-pub fn text_parts(
-    parts: &[Value],
-    path: &str,
-    text_types: &[&str],
-    what: &str,
-) -> Result<String, ApiError> {
-    let mut text = String::new();
-    for (j, part) in parts.iter().enumerate() {
-        let ppath = format!("{path}[{j}]");
-        let p = Obj::at(part, &ppath)?;
-        p.kind_of(text_types, what)?;
-        text.push_str(p.required_str("text")?);
-    }
-    Ok(text)
 }
