@@ -231,7 +231,11 @@ fn worker_loop(s: &Shared, index: usize) {
                 thread::yield_now();
                 continue;
             }
-            s.sleeping[index].store(true, Ordering::SeqCst);
+            // Announce the park, then look at the epoch again; the submitter bumps the epoch,
+            // then looks at this flag: one of the two sees the other. A swap (a read-modify-
+            // write), not a store: an emulator may let a plain store pass the load after it
+            // (qemu-aarch64 on x86-64 hosts does, and a wake-up was lost: a hang one run in six).
+            s.sleeping[index].swap(true, Ordering::SeqCst);
             if s.epoch.load(Ordering::SeqCst) == seen && !s.shutdown.load(Ordering::SeqCst) {
                 thread::park();
             }
