@@ -501,24 +501,9 @@ fn char_class(chars: &[char], negated: bool) -> String {
     out
 }
 
-/// A GBNF string literal for `s`.
+/// A GBNF string literal for `s` (the schema converter's).
 fn gbnf_literal(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7F => {
-                out.push_str(&format!("\\x{:02X}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    json_schema::lit(s)
 }
 
 /// The JSON text of a tool's name as a GBNF literal: `"\"get_weather\""`.

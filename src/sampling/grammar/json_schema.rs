@@ -152,7 +152,7 @@ fn err(path: &str, problem: impl Into<String>) -> SchemaError {
 }
 
 /// A GBNF string literal for `s`.
-fn lit(s: &str) -> String {
+pub fn lit(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
         match c {
