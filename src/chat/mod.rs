@@ -47,6 +47,7 @@ pub fn run_from_cli(
         n_ctx,
         n_batch: cli.forward_batch(),
         n_predict: cli.n_predict,
+        template_kwargs: cli.reasoning.template_kwargs(),
     };
     let stdin = std::io::stdin();
     run_chat(

@@ -2,7 +2,7 @@
 //! whole conversation is rendered with the chat template and only the tokens after the part
 //! already in the KV cache are fed, so a long conversation costs one turn per turn.
 
-use super::{ChatTemplate, Message};
+use super::{ChatTemplate, Message, RenderOptions};
 use crate::engine::session::Session;
 use crate::engine::PlacedModel;
 use crate::sampling::{Sampler, SamplingParams, TokenVocab};
@@ -20,6 +20,8 @@ pub struct ChatOptions {
     pub n_batch: usize,
     /// Most tokens per answer (negative: until the end of the turn or a full context).
     pub n_predict: i64,
+    /// Variables the template is given (`--chat-template-kwargs`, `enable_thinking`).
+    pub template_kwargs: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Reads user lines from `input` until end of input (or `/exit`), writing answers to `out`.
@@ -38,6 +40,11 @@ pub fn run_chat(
         .collect();
     let mut session = Session::new(model, opts.n_ctx, opts.n_batch);
     let mut sampler = Sampler::new(opts.sampling.clone(), Arc::new(TokenVocab::new(tok)));
+    let render = RenderOptions {
+        add_generation_prompt: true,
+        tools: None,
+        kwargs: opts.template_kwargs.clone(),
+    };
     let mut line = String::new();
     loop {
         write!(out, "> ")?;
@@ -55,7 +62,7 @@ pub fn run_chat(
             return Ok(());
         }
         messages.push(Message::new("user", text));
-        let mut tokens = tok.encode(&template.render(&messages, true)?, true, true);
+        let mut tokens = tok.encode(&template.render_with(&messages, &render)?, true, true);
         // Keep a quarter of the context for the answer: drop the oldest exchanges (never the
         // system message or the new question) until the conversation fits.
         let mut dropped = 0;
@@ -68,7 +75,7 @@ pub fn run_chat(
                 }
                 _ => break,
             }
-            tokens = tok.encode(&template.render(&messages, true)?, true, true);
+            tokens = tok.encode(&template.render_with(&messages, &render)?, true, true);
         }
         if dropped > 0 {
             writeln!(

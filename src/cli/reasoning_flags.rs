@@ -1,7 +1,8 @@
 //! llama-server's reasoning flags that act here: where thoughts go (`--reasoning-format`),
 //! whether templates think at all (`-rea/--reasoning`, and `--reasoning-budget 0`, which ends
 //! thinking before it starts), and `--skip-chat-parsing` (replies are all content: no
-//! reasoning or tool calls read out of them).
+//! reasoning or tool calls read out of them), and the variables every chat template is given
+//! (`--chat-template-kwargs`, with `enable_thinking` from the flags above).
 
 use clap::{ArgMatches, Args};
 
@@ -50,6 +51,19 @@ pub struct ReasoningArgs {
     /// Read reasoning and tool calls out of chat replies (the default).
     #[arg(long = "no-skip-chat-parsing", overrides_with = "skip_chat_parsing")]
     pub no_skip_chat_parsing: bool,
+
+    /// More variables for chat templates, a JSON object, e.g. '{"enable_thinking":false}'; a
+    /// request's own `chat_template_kwargs` wins.
+    #[arg(
+        long = "chat-template-kwargs",
+        value_name = "STRING",
+        env = "LLAMA_ARG_CHAT_TEMPLATE_KWARGS"
+    )]
+    pub chat_template_kwargs: Option<String>,
+
+    /// `--chat-template-kwargs` read ([`ReasoningArgs::resolve`]).
+    #[arg(skip)]
+    kwargs: serde_json::Map<String, serde_json::Value>,
 }
 
 impl ReasoningArgs {
@@ -63,6 +77,9 @@ impl ReasoningArgs {
             false,
         )?;
         self.no_skip_chat_parsing = !self.skip_chat_parsing;
+        if let Some(text) = &self.chat_template_kwargs {
+            self.kwargs = parse_kwargs(text)?;
+        }
         match self.reasoning_budget {
             -1 | 0 => Ok(()),
             n => Err(format!(
@@ -81,6 +98,16 @@ impl ReasoningArgs {
         }
     }
 
+    /// The variables every chat template is given: `--chat-template-kwargs`, and
+    /// `enable_thinking` where the flags decide it and the kwargs do not.
+    pub fn template_kwargs(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut kwargs = self.kwargs.clone();
+        if let Some(on) = self.enable_thinking() {
+            kwargs.entry("enable_thinking").or_insert(on.into());
+        }
+        kwargs
+    }
+
     /// The template's `enable_thinking`, when the flags decide it.
     pub fn enable_thinking(&self) -> Option<bool> {
         if self.reasoning_budget == 0 {
@@ -91,5 +118,38 @@ impl ReasoningArgs {
             "off" => Some(false),
             _ => None,
         }
+    }
+}
+
+/// `--chat-template-kwargs`: a JSON object.
+fn parse_kwargs(text: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Object(m)) => Ok(m),
+        Ok(other) => Err(format!(
+            "--chat-template-kwargs: expected a JSON object, got {}",
+            match other {
+                serde_json::Value::Array(_) => "an array",
+                serde_json::Value::String(_) => "a string",
+                serde_json::Value::Number(_) => "a number",
+                serde_json::Value::Bool(_) => "a boolean",
+                _ => "null",
+            }
+        )),
+        Err(e) => Err(format!("--chat-template-kwargs: not valid JSON: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_kwargs;
+
+    #[test]
+    fn kwargs_must_be_a_json_object() {
+        let m = parse_kwargs(r#"{"enable_thinking": false, "x": [1]}"#).unwrap();
+        assert_eq!(m["enable_thinking"], false);
+        assert!(parse_kwargs("[1]")
+            .unwrap_err()
+            .contains("expected a JSON object, got an array"));
+        assert!(parse_kwargs("{").unwrap_err().contains("not valid JSON"));
     }
 }

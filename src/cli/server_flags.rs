@@ -183,11 +183,6 @@ fn is_default(v: &str) -> bool {
     v == "default"
 }
 
-fn empty_object(v: &str) -> bool {
-    serde_json::from_str::<serde_json::Value>(v)
-        .is_ok_and(|j| j.as_object().is_some_and(|o| o.is_empty()))
-}
-
 /// Server flags accepted without effect, or refused.
 pub const FLAGS: &[Flag] = &[
     switch(
@@ -283,14 +278,6 @@ pub const FLAGS: &[Flag] = &[
         &["-no-ag"],
         None,
         Effect::NoOp("there is no agent mode"),
-    ),
-    valued(
-        &["chat-template-kwargs"],
-        &[],
-        "STRING",
-        Check::Text,
-        Some("LLAMA_ARG_CHAT_TEMPLATE_KWARGS"),
-        Effect::NoOpIf(empty_object, "{}", "extra variables for chat templates"),
     ),
     valued(
         &["sse-ping-interval"],

@@ -124,9 +124,10 @@ pub struct ServerConfig {
     /// Where a chat reply's thoughts go (`--reasoning-format`; a request's own
     /// `reasoning_format` wins).
     pub reasoning_format: crate::chat::reasoning::ReasoningFormat,
-    /// The templates' `enable_thinking` (`--reasoning on|off`, `--reasoning-budget 0`), unless a
-    /// request's `chat_template_kwargs` sets it.
-    pub enable_thinking: Option<bool>,
+    /// Variables every chat template is given (`--chat-template-kwargs`, and `enable_thinking`
+    /// from `--reasoning on|off` or `--reasoning-budget 0`); a request's `chat_template_kwargs`
+    /// wins.
+    pub template_kwargs: serde_json::Map<String, serde_json::Value>,
     /// Replies are all content: no tool calls are read out of them (`--skip-chat-parsing`).
     pub skip_chat_parsing: bool,
 }
@@ -227,7 +228,7 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
             cli.reasoning.format_name(),
         )
         .unwrap_or(crate::chat::reasoning::ReasoningFormat::Deepseek),
-        enable_thinking: cli.reasoning.enable_thinking(),
+        template_kwargs: cli.reasoning.template_kwargs(),
         skip_chat_parsing: cli.reasoning.skip_chat_parsing,
         static_path: directory(cli.srv.static_path.as_deref(), "--path")?,
     })

@@ -359,8 +359,8 @@ pub fn chat_prompt(state: &State, o: &Obj) -> Result<ChatPrompt, ApiError> {
         .filter(|t| t.choice != Choice::None && !config.skip_chat_parsing)
         .map(|_| Format::detect(state.template.source()));
     let mut kwargs = template_kwargs(o)?;
-    if let Some(on) = config.enable_thinking {
-        kwargs.entry("enable_thinking").or_insert(on.into());
+    for (name, value) in &config.template_kwargs {
+        kwargs.entry(name.as_str()).or_insert_with(|| value.clone());
     }
     let options = RenderOptions {
         add_generation_prompt: true,

@@ -138,13 +138,15 @@ def main():
             assert e.status_code == 501 and "--embeddings" in str(e), e
 
         calls = tool_calls(client, ids[0])
+        said, called = responses(client, ids[0])
 
         print(f"openai {openai.__version__}: models, chat (streamed and not), completions, "
-              "n > 1 choices, response_format, logprobs, tool calls: ok")
+              "n > 1 choices, response_format, logprobs, tool calls, responses: ok")
         print(f"  structured: {doc}")
         print(f"  answer: {text!r}")
         for call in calls:
             print(f"  tool call: {call}")
+        print(f"  responses: {said!r}, function call {called}")
     finally:
         stop(proc)
     embeddings(binary, model)
@@ -221,6 +223,40 @@ def tool_calls(client, model):
     assert ncall.function.name == "get_time", named
     named_call = check(ncall.function.name, ncall.function.arguments)
     return [required, named_call]
+
+
+def responses(client, model):
+    """client.responses: text (streamed and not: the stream's deltas and its completed response
+    equal the whole reply), instructions, and a function call with tool_choice "required"."""
+    import jsonschema
+    request = dict(model=model, input="What is the capital of France?", max_output_tokens=16,
+                   temperature=0, instructions="Answer in one short sentence.")
+    whole = client.responses.create(**request)
+    assert whole.object == "response" and whole.status in ("completed", "incomplete"), whole
+    text = whole.output_text
+    assert text, whole
+    assert whole.usage.input_tokens > 0 and whole.usage.output_tokens > 0, whole.usage
+
+    deltas, completed = [], None
+    for event in client.responses.create(**request, stream=True):
+        if event.type == "response.output_text.delta":
+            deltas.append(event.delta)
+        elif event.type in ("response.completed", "response.incomplete"):
+            completed = event.response
+    assert "".join(deltas) == text, ("".join(deltas), text)
+    assert completed and completed.output_text == text, completed
+
+    weather = {"type": "function", "name": WEATHER["function"]["name"],
+               "description": WEATHER["function"]["description"],
+               "parameters": WEATHER["function"]["parameters"]}
+    called = client.responses.create(
+        model=model, input="What is the weather like in Paris today?", tools=[weather],
+        tool_choice="required", max_output_tokens=96, temperature=0)
+    calls = [o for o in called.output if o.type == "function_call"]
+    assert len(calls) == 1 and calls[0].name == "get_weather" and calls[0].call_id, called.output
+    arguments = json.loads(calls[0].arguments)
+    jsonschema.validate(arguments, weather["parameters"])
+    return text, arguments
 
 
 def embeddings(binary, model):

@@ -105,3 +105,38 @@ fn the_server_format_flag_and_thinking_switches() {
         assert_eq!(prompt, "False|x", "{flags:?}");
     }
 }
+
+/// `--chat-template-kwargs` gives every template its variables; a request's own win, and a
+/// value that is not a JSON object is refused at start.
+#[test]
+fn chat_template_kwargs_flag() {
+    let shows = "{{ who }}/{{ enable_thinking }}|{{ messages[0].content }}";
+    let kwargs = r#"{"who": "flag", "enable_thinking": true}"#;
+    let args = [
+        "--chat-template",
+        shows,
+        "--chat-template-kwargs",
+        kwargs,
+        "--reasoning",
+        "off",
+    ];
+    let Some(s) = start(&args) else { return };
+    let body = json!({"messages": [{"role": "user", "content": "x"}]});
+    let prompt = post(s.port, "/apply-template", &body).json()["prompt"].clone();
+    assert_eq!(prompt, "flag/True|x");
+    let body = json!({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"who": "request"}});
+    let prompt = post(s.port, "/apply-template", &body).json()["prompt"].clone();
+    assert_eq!(prompt, "request/True|x");
+    drop(s);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_llamafile"))
+        .args(["-m", "/nonexistent.gguf", "--chat-template-kwargs", "[1]"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--chat-template-kwargs: expected a JSON object"),
+        "{err}"
+    );
+}
