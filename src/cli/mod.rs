@@ -424,8 +424,14 @@ pub struct Cli {
     #[arg(long = "keep", default_value_t = 0, allow_negative_numbers = true)]
     pub keep: i64,
 
-    /// Chat template: a built-in format name (chatml, llama2, llama3, gemma, phi3, zephyr,
-    /// vicuna, deepseek, mistral-v7) or Jinja source; replaces the model's own.
+    /// Chat template: Jinja source, or the name of one of llama.cpp's built-in formats (bailing,
+    /// bailing-think, bailing2, chatglm3, chatglm4, chatml, command-r, deepseek, deepseek-ocr,
+    /// deepseek2, deepseek3, exaone-moe, exaone3, exaone4, falcon3, gemma, gigachat, glmedge,
+    /// gpt-oss, granite, granite-4.0, granite-4.1, grok-2, hunyuan-dense, hunyuan-moe,
+    /// hunyuan-vl, kimi-k2, llama2, llama2-sys, llama2-sys-bos, llama2-sys-strip, llama3, llama4,
+    /// megrez, minicpm, mistral-v1, mistral-v3, mistral-v3-tekken, mistral-v7, mistral-v7-tekken,
+    /// monarch, openchat, orion, pangu-embedded, phi3, phi4, rwkv-world, seed_oss, smolvlm,
+    /// solar-open, vicuna, vicuna-orca, yandex, zephyr); replaces the model's own.
     #[arg(
         long = "chat-template",
         value_name = "NAME|JINJA",

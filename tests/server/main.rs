@@ -13,6 +13,7 @@ mod common;
 mod abuse;
 mod anthropic;
 mod api;
+mod builtin_templates;
 mod choices;
 mod embeddings;
 mod end_to_end;
