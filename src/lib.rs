@@ -30,3 +30,4 @@ pub mod stop_text;
 pub mod timings;
 pub mod tokenizer;
 pub mod upgrade;
+pub mod vision;

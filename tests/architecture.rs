@@ -16,7 +16,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("model data", &["gguf", "bundle", "model", "tokenizer"]),
     ("backends", &["backend", "gpu"]),
-    ("engine", &["engine", "sampling", "embedding", "stop_text"]),
+    (
+        "engine",
+        &["engine", "sampling", "embedding", "stop_text", "vision"],
+    ),
     (
         "front ends",
         &[

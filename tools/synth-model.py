@@ -10,6 +10,7 @@ for the architecture. The same arguments always give the same bytes (tests/famil
 the SHA-256 recorded with the reference logits).
 
     tools/synth-model.py FAMILY TYPE OUT.gguf [--vocab-from SMOLLM2.gguf]
+    tools/synth-model.py --mmproj FAMILY TYPE OUT.gguf   (a vision projector: llava)
     tools/synth-model.py --list
 
 TYPE is f16 or q8_0 (2-D and 3-D expert weights; norms, RoPE factors and the expert routers stay
@@ -93,6 +94,12 @@ FAMILIES = {
                       n_dense_lead=1, n_expert=16, n_expert_used=3, n_ff_exp=64, n_shared=1,
                       gating=2, probs_bias=True, groups=(4, 2), weights_norm=True,
                       weights_scale=2.5),
+    # LLaVA 1.5's text side (a llama) for the synthetic `mlp` projector below (--mmproj): the
+    # projector's output width is this model's n_embd.
+    "llava": dict(arch="llama", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
+                  n_layer=2, rope_base=10000.0, output=True,
+                  mmproj=dict(type="mlp", image_size=84, patch_size=14, n_embd=128, n_head=4,
+                              n_ff=320, n_layer=4, eps=1e-5)),
 }
 
 
@@ -369,6 +376,82 @@ def build(family, wtype, out_path, vocab_path):
     os.replace(tmp, out_path)
 
 
+def build_mmproj(family, wtype, out_path):
+    """FAMILY's vision projector as llama.cpp's clip loads it (an mmproj GGUF, architecture
+    `clip`). `mlp` (LLaVA 1.5): CLIP ViT with a class token, pre-norm, biases everywhere, quick
+    GELU; a two-layer MLP projection into the text model's width. Matrices are f16 or Q8_0,
+    the patch kernel f16 (its rows are patch_size wide), vectors and positions f32."""
+    p = FAMILIES[family]
+    v = p.get("mmproj")
+    if v is None:
+        sys.exit(f"synth-model: family {family} has no projector (families with one: "
+                 + ", ".join(f for f in FAMILIES if FAMILIES[f].get("mmproj")) + ")")
+    e, ff, ps, size = v["n_embd"], v["n_ff"], v["patch_size"], v["image_size"]
+    n_text = p["n_embd"]
+    n_pos = (size // ps) ** 2 + 1
+    seed = sum(ord(c) * 131 ** i for i, c in enumerate(family + "/mmproj")) & ((1 << 63) - 1)
+    rng = SplitMix64(seed)
+    tmp = f"{out_path}.tmp{os.getpid()}"
+    w = gguf.GGUFWriter(tmp, "clip")
+    w.add_name("tiny synthetic projector")
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.has_text_encoder", False)
+    w.add_string("clip.projector_type", v["type"])
+    w.add_bool("clip.use_gelu", False)
+    w.add_uint32("clip.vision.image_size", size)
+    w.add_uint32("clip.vision.patch_size", ps)
+    w.add_uint32("clip.vision.embedding_length", e)
+    w.add_uint32("clip.vision.feed_forward_length", ff)
+    w.add_uint32("clip.vision.projection_dim", n_text)
+    w.add_uint32("clip.vision.attention.head_count", v["n_head"])
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", v["eps"])
+    w.add_uint32("clip.vision.block_count", v["n_layer"])
+    w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
+    w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if wtype == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
+
+    def values(n, amp, centre=0.0):
+        return rng.uniform(n) * np.float32(amp) + np.float32(centre)
+
+    def mat(name, rows, cols):
+        x = values(rows * cols, 1.0 / np.sqrt(cols)).reshape(rows, cols)
+        if wtype == "f16":
+            w.add_tensor(name, x.astype(np.float16))
+        else:
+            w.add_tensor(name, quantize_q8_0(x), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
+    def vec(name, n, amp, centre=0.0):
+        w.add_tensor(name, values(n, amp, centre))
+
+    kernel = values(e * 3 * ps * ps, 1.0 / np.sqrt(3 * ps * ps)).reshape(e, 3, ps, ps)
+    w.add_tensor("v.patch_embd.weight", kernel.astype(np.float16))
+    vec("v.class_embd", e, 1.0)
+    w.add_tensor("v.position_embd.weight", values(n_pos * e, 0.5).reshape(n_pos, e))
+    vec("v.pre_ln.weight", e, 0.2, 1.0)
+    vec("v.pre_ln.bias", e, 0.2)
+    for il in range(v["n_layer"]):
+        b = f"v.blk.{il}."
+        for part in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            mat(b + part + ".weight", e, e)
+            vec(b + part + ".bias", e, 0.1)
+        for ln in ("ln1", "ln2"):
+            vec(b + ln + ".weight", e, 0.2, 1.0)
+            vec(b + ln + ".bias", e, 0.2)
+        mat(b + "ffn_up.weight", ff, e)
+        vec(b + "ffn_up.bias", ff, 0.1)
+        mat(b + "ffn_down.weight", e, ff)
+        vec(b + "ffn_down.bias", e, 0.1)
+    mat("mm.0.weight", n_text, e)
+    vec("mm.0.bias", n_text, 0.1)
+    mat("mm.2.weight", n_text, n_text)
+    vec("mm.2.bias", n_text, 0.1)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(tmp, out_path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("family", nargs="?", choices=sorted(FAMILIES))
@@ -376,12 +459,17 @@ def main():
     ap.add_argument("out", nargs="?")
     ap.add_argument("--vocab-from", default=SMOLLM2)
     ap.add_argument("--list", action="store_true", help="print the family names")
+    ap.add_argument("--mmproj", action="store_true",
+                    help="write FAMILY's vision projector (an mmproj GGUF) instead of its text model")
     a = ap.parse_args()
     if a.list:
         print("\n".join(FAMILIES))
         return
     if not (a.family and a.type and a.out):
         ap.error("FAMILY TYPE OUT are required")
+    if a.mmproj:
+        build_mmproj(a.family, a.type, a.out)
+        return
     if not os.path.exists(a.vocab_from):
         sys.exit(f"synth-model: vocabulary source {a.vocab_from} not found "
                  "(packaging/fetch-models.sh smollm2)")

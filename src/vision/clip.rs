@@ -1,0 +1,540 @@
+//! Loading llama.cpp's `clip` GGUF files (mmproj): the projector type, the vision tower's
+//! hyperparameters (`clip.vision.*`) and its tensors (`v.*`, `mm.*`), shape-checked and left in
+//! the mapped file. Every tensor of the file must be one the encoder reads: a file of a variant
+//! this engine does not build is refused, naming a tensor it would ignore.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::VisionError;
+use crate::gguf::GgufFile;
+use crate::model::Tensor;
+use crate::quant::{self, GgmlType};
+
+/// The projector architectures built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProjectorType {
+    /// LLaVA 1.5 / BakLLaVA: CLIP ViT, class token, pre-norm, two-layer MLP.
+    Mlp,
+}
+
+/// The activation of the ViT's feed-forward blocks (`clip.use_gelu`, `clip.use_silu`; neither:
+/// quick GELU, CLIP's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FfnActivation {
+    Gelu,
+    GeluQuick,
+    Silu,
+}
+
+/// The vision tower's hyperparameters.
+#[derive(Clone, Debug)]
+pub struct VisionHparams {
+    pub image_size: usize,
+    pub patch_size: usize,
+    pub n_embd: usize,
+    pub n_ff: usize,
+    pub n_head: usize,
+    /// Blocks in the file (`clip.vision.block_count`).
+    pub n_layer: usize,
+    pub eps: f32,
+    pub image_mean: [f32; 3],
+    pub image_std: [f32; 3],
+    pub ffn_act: FfnActivation,
+    /// `clip.vision.feature_layer`: the hidden states (0 = the encoder's input) stacked side by
+    /// side as the projector's input; empty: the output of block `n_layer - 2`.
+    pub feature_layers: Vec<usize>,
+}
+
+impl VisionHparams {
+    /// Patches per side of the (square) input image.
+    pub fn patches_per_side(&self) -> usize {
+        self.image_size / self.patch_size
+    }
+
+    /// Blocks that run: up to the deepest feature layer, else all but the last (llama.cpp's
+    /// choice for LLaVA, whose converter already dropped CLIP's last block).
+    pub fn blocks_run(&self) -> usize {
+        match self.feature_layers.iter().max() {
+            Some(&m) => m,
+            None => self.n_layer - 1,
+        }
+    }
+}
+
+/// A linear layer: weight matrix (`out × in`) and optional bias.
+pub(super) struct Linear {
+    pub w: Tensor,
+    pub b: Option<Vec<f32>>,
+}
+
+/// A LayerNorm's scale and shift.
+pub(super) struct Norm {
+    pub w: Vec<f32>,
+    pub b: Vec<f32>,
+}
+
+/// One ViT block.
+pub(super) struct Block {
+    pub ln1: Norm,
+    pub q: Linear,
+    pub k: Linear,
+    pub v: Linear,
+    pub o: Linear,
+    pub ln2: Norm,
+    pub up: Linear,
+    pub down: Linear,
+}
+
+/// A loaded projector: the vision encoder and the projection into the text model's width.
+pub struct Projector {
+    pub ty: ProjectorType,
+    pub hparams: VisionHparams,
+    pub file: Arc<GgufFile>,
+    pub(super) patch_embd: Tensor,
+    pub(super) patch_bias: Option<Vec<f32>>,
+    pub(super) class_embd: Option<Vec<f32>>,
+    /// `n_pos × n_embd`.
+    pub(super) pos_embd: Vec<f32>,
+    pub(super) pre_ln: Option<Norm>,
+    pub(super) post_ln: Option<Norm>,
+    pub(super) blocks: Vec<Block>,
+    pub(super) mm0: Linear,
+    pub(super) mm2: Linear,
+}
+
+impl Projector {
+    /// Reads a projector file's metadata and locates its tensors.
+    pub fn load(file: Arc<GgufFile>) -> Result<Projector, VisionError> {
+        let ty = projector_type(&file)?;
+        let hparams = hparams(&file)?;
+        let l = Lookup {
+            file: &file,
+            used: RefCell::new(HashSet::new()),
+        };
+        let h = &hparams;
+        let (e, ff, p) = (h.n_embd, h.n_ff, h.patch_size);
+        let n_patches = h.patches_per_side() * h.patches_per_side();
+        let patch_embd = l.weight("v.patch_embd.weight", &[p, p, 3, e])?;
+        let patch_bias = l.opt_vector("v.patch_embd.bias", e)?;
+        let class_embd = l.opt_vector("v.class_embd", e)?;
+        let n_pos = n_patches + class_embd.is_some() as usize;
+        let pos_embd = l.tensor("v.position_embd.weight", &[e, n_pos])?;
+        let pos_embd = pos_embd.to_f32(&file);
+        let pre_ln = l.opt_norm("v.pre_ln", e)?;
+        let post_ln = l.opt_norm("v.post_ln", e)?;
+        let blocks = (0..h.n_layer)
+            .map(|il| l.block(il, e, ff))
+            .collect::<Result<Vec<_>, _>>()?;
+        let n_stack = h.feature_layers.len().max(1);
+        let mm0 = l.linear("mm.0", e * n_stack, None)?;
+        let proj_ff = mm0.w.info.dims[1] as usize;
+        let mm2 = l.linear("mm.2", proj_ff, None)?;
+        if let Some(unused) = file
+            .tensors()
+            .iter()
+            .find(|t| !l.used.borrow().contains(&t.name))
+        {
+            return Err(VisionError::UnusedTensor(unused.name.clone()));
+        }
+        Ok(Projector {
+            ty,
+            hparams,
+            file: file.clone(),
+            patch_embd,
+            patch_bias,
+            class_embd,
+            pos_embd,
+            pre_ln,
+            post_ln,
+            blocks,
+            mm0,
+            mm2,
+        })
+    }
+
+    /// The width of the rows the projector gives: the text model's embedding width.
+    pub fn n_embd_out(&self) -> usize {
+        self.mm2.w.info.dims[1] as usize
+    }
+
+    /// Rows (image tokens) one image becomes.
+    pub fn n_image_tokens(&self) -> usize {
+        let s = self.hparams.patches_per_side();
+        s * s
+    }
+}
+
+fn projector_type(file: &GgufFile) -> Result<ProjectorType, VisionError> {
+    if file.get_bool("clip.has_vision_encoder") != Some(true) {
+        let what = match file.architecture() {
+            Some("clip") => "the file has no vision encoder (clip.has_vision_encoder)".to_string(),
+            Some(a) => format!("architecture is '{a}', expected 'clip' (an mmproj file)"),
+            None => "no general.architecture: not an mmproj file".to_string(),
+        };
+        return Err(VisionError::NotAProjector(what));
+    }
+    let name = file
+        .get_str("clip.projector_type")
+        .or_else(|| file.get_str("clip.vision.projector_type"))
+        .ok_or_else(|| VisionError::MissingKey("clip.projector_type".into()))?;
+    match name {
+        "mlp" => Ok(ProjectorType::Mlp),
+        other => Err(VisionError::UnsupportedProjector(other.to_string())),
+    }
+}
+
+fn hparams(file: &GgufFile) -> Result<VisionHparams, VisionError> {
+    let u = |key: &str| -> Result<usize, VisionError> {
+        match file.get(key) {
+            None => Err(VisionError::MissingKey(key.into())),
+            Some(v) => match v.as_u32() {
+                Some(n) if n > 0 => Ok(n as usize),
+                _ => Err(VisionError::BadValue(key.into(), format!("{v:?}"))),
+            },
+        }
+    };
+    let n_embd = u("clip.vision.embedding_length")?;
+    let n_head = u("clip.vision.attention.head_count")?;
+    if n_embd % n_head != 0 {
+        return Err(VisionError::BadValue(
+            "clip.vision.attention.head_count".into(),
+            format!("{n_head} does not divide the width {n_embd}"),
+        ));
+    }
+    if let Some(kv) = file.get_u32("clip.vision.attention.head_count_kv") {
+        if kv as usize != n_head {
+            return Err(VisionError::NotImplemented(format!(
+                "grouped-query attention in the vision tower ({kv} KV heads)"
+            )));
+        }
+    }
+    if let Some(hd) = file.get_u32("clip.vision.attention.head_dim") {
+        if hd as usize != n_embd / n_head {
+            return Err(VisionError::NotImplemented(format!(
+                "a head width ({hd}) other than width / heads"
+            )));
+        }
+    }
+    let image_size = u("clip.vision.image_size")?;
+    let patch_size = u("clip.vision.patch_size")?;
+    if image_size % patch_size != 0 || image_size > 4096 {
+        return Err(VisionError::BadValue(
+            "clip.vision.image_size".into(),
+            format!("{image_size} (patch size {patch_size})"),
+        ));
+    }
+    let n_layer = u("clip.vision.block_count")?;
+    let eps_key = "clip.vision.attention.layer_norm_epsilon";
+    let eps = file
+        .get_f32(eps_key)
+        .ok_or_else(|| VisionError::MissingKey(eps_key.into()))?;
+    let triple = |key: &str| -> Result<[f32; 3], VisionError> {
+        match file.get_f32_array(key) {
+            Some(a) if a.len() >= 3 => Ok([a[0], a[1], a[2]]),
+            Some(a) => Err(VisionError::BadValue(
+                key.into(),
+                format!("{} values, expected 3", a.len()),
+            )),
+            None => Err(VisionError::MissingKey(key.into())),
+        }
+    };
+    let image_mean = triple("clip.vision.image_mean")?;
+    let image_std = triple("clip.vision.image_std")?;
+    if let Some(z) = image_std.iter().find(|s| **s == 0.0 || !s.is_finite()) {
+        return Err(VisionError::BadValue(
+            "clip.vision.image_std".into(),
+            format!("{z}"),
+        ));
+    }
+    let gelu = file.get_bool("clip.use_gelu").unwrap_or(false);
+    let silu = file.get_bool("clip.use_silu").unwrap_or(false);
+    let ffn_act = match (gelu, silu) {
+        (true, true) => {
+            return Err(VisionError::BadValue(
+                "clip.use_gelu".into(),
+                "both clip.use_gelu and clip.use_silu are true".into(),
+            ))
+        }
+        (true, false) => FfnActivation::Gelu,
+        (false, true) => FfnActivation::Silu,
+        (false, false) => FfnActivation::GeluQuick,
+    };
+    let fl_key = "clip.vision.feature_layer";
+    let feature_layers = match file.get(fl_key) {
+        None => Vec::new(),
+        Some(v) => {
+            let bad = || VisionError::BadValue(fl_key.into(), format!("{v:?}"));
+            let a = v.as_array().ok_or_else(bad)?;
+            let values: Vec<i64> = match (a.as_i32s(), a.as_u32s()) {
+                (Some(s), _) => s.iter().map(|&n| n as i64).collect(),
+                (_, Some(s)) => s.iter().map(|&n| n as i64).collect(),
+                _ => return Err(bad()),
+            };
+            let mut out = Vec::with_capacity(values.len());
+            for n in values {
+                if n < 0 || n as usize > n_layer {
+                    return Err(VisionError::BadValue(
+                        fl_key.into(),
+                        format!("layer {n} is outside 0..={n_layer}"),
+                    ));
+                }
+                out.push(n as usize);
+            }
+            out
+        }
+    };
+    if feature_layers.is_empty() && n_layer < 2 {
+        return Err(VisionError::BadValue(
+            "clip.vision.block_count".into(),
+            format!("{n_layer}: LLaVA reads the penultimate block, so at least 2 are needed"),
+        ));
+    }
+    if file.get("clip.vision.image_grid_pinpoints").is_some() {
+        return Err(VisionError::NotImplemented(
+            "image slicing (clip.vision.image_grid_pinpoints, LLaVA 1.6)".into(),
+        ));
+    }
+    Ok(VisionHparams {
+        image_size,
+        patch_size,
+        n_embd,
+        n_ff: u("clip.vision.feed_forward_length")?,
+        n_head,
+        n_layer,
+        eps,
+        image_mean,
+        image_std,
+        ffn_act,
+        feature_layers,
+    })
+}
+
+struct Lookup<'a> {
+    file: &'a GgufFile,
+    used: RefCell<HashSet<String>>,
+}
+
+impl Lookup<'_> {
+    fn tensor(&self, name: &str, dims: &[usize]) -> Result<Tensor, VisionError> {
+        let info = self
+            .file
+            .tensor(name)
+            .ok_or_else(|| VisionError::MissingTensor(name.to_string()))?;
+        self.used.borrow_mut().insert(name.to_string());
+        let got: Vec<usize> = info.dims.iter().map(|&d| d as usize).collect();
+        if got != dims {
+            return Err(VisionError::TensorShape {
+                name: name.to_string(),
+                want: dims.to_vec(),
+                got,
+            });
+        }
+        Ok(Tensor { info: info.clone() })
+    }
+
+    /// A tensor multiplied by the kernels: its type must have a dot product.
+    fn weight(&self, name: &str, dims: &[usize]) -> Result<Tensor, VisionError> {
+        let t = self.tensor(name, dims)?;
+        if !quant::has_vec_dot(t.info.ty) || t.info.ty == GgmlType::Q8_1 {
+            return Err(VisionError::WeightType {
+                name: name.to_string(),
+                ty: t.info.ty,
+            });
+        }
+        Ok(t)
+    }
+
+    fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, VisionError> {
+        Ok(self.tensor(name, &[len])?.to_f32(self.file))
+    }
+
+    fn opt_vector(&self, name: &str, len: usize) -> Result<Option<Vec<f32>>, VisionError> {
+        match self.file.tensor(name) {
+            Some(_) => Ok(Some(self.vector(name, len)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn norm(&self, prefix: &str, len: usize) -> Result<Norm, VisionError> {
+        Ok(Norm {
+            w: self.vector(&format!("{prefix}.weight"), len)?,
+            b: self.vector(&format!("{prefix}.bias"), len)?,
+        })
+    }
+
+    fn opt_norm(&self, prefix: &str, len: usize) -> Result<Option<Norm>, VisionError> {
+        match self.file.tensor(&format!("{prefix}.weight")) {
+            Some(_) => Ok(Some(self.norm(prefix, len)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// `{prefix}.weight` of `n_in` columns (and `n_out` rows when given, else whatever the
+    /// file has), and `{prefix}.bias` if present.
+    fn linear(
+        &self,
+        prefix: &str,
+        n_in: usize,
+        n_out: Option<usize>,
+    ) -> Result<Linear, VisionError> {
+        let name = format!("{prefix}.weight");
+        let rows = match n_out {
+            Some(n) => n,
+            None => match self.file.tensor(&name) {
+                Some(t) if t.dims.len() == 2 => t.dims[1] as usize,
+                _ => 0, // the shape check below names what is wrong
+            },
+        };
+        let w = self.weight(&name, &[n_in, rows])?;
+        let b = self.opt_vector(&format!("{prefix}.bias"), rows)?;
+        Ok(Linear { w, b })
+    }
+
+    fn block(&self, il: usize, e: usize, ff: usize) -> Result<Block, VisionError> {
+        let p = |s: &str| format!("v.blk.{il}.{s}");
+        // Old conversions swapped the names of the FFN's up and down projections; llama.cpp
+        // tells them apart by the down projection's input width (and so swaps them whenever
+        // that is the block's width, even when the FFN is as wide as the block).
+        let swapped = self
+            .file
+            .tensor(&p("ffn_down.weight"))
+            .is_some_and(|t| t.dims.first() == Some(&(e as u64)));
+        let (up, down) = match swapped {
+            false => ("ffn_up", "ffn_down"),
+            true => ("ffn_down", "ffn_up"),
+        };
+        Ok(Block {
+            ln1: self.norm(&p("ln1"), e)?,
+            q: self.linear(&p("attn_q"), e, Some(e))?,
+            k: self.linear(&p("attn_k"), e, Some(e))?,
+            v: self.linear(&p("attn_v"), e, Some(e))?,
+            o: self.linear(&p("attn_out"), e, Some(e))?,
+            ln2: self.norm(&p("ln2"), e)?,
+            up: self.linear(&p(up), e, Some(ff))?,
+            down: self.linear(&p(down), ff, Some(e))?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gguf::{GgufWriter, Value};
+
+    /// A tiny projector (4×4 input, 2×2 patches, width 4, two blocks, into width 8) written by
+    /// the crate's own writer after `edit` has had its say.
+    fn tiny(edit: impl FnOnce(&mut GgufWriter)) -> Result<Projector, VisionError> {
+        let mut w = GgufWriter::new();
+        w.add_kv("general.architecture", "clip");
+        w.add_kv("clip.has_vision_encoder", true);
+        w.add_kv("clip.projector_type", "mlp");
+        for (k, v) in [
+            ("image_size", 4u32),
+            ("patch_size", 2),
+            ("embedding_length", 4),
+            ("feed_forward_length", 8),
+            ("attention.head_count", 2),
+            ("block_count", 2),
+        ] {
+            w.add_kv(format!("clip.vision.{k}"), v);
+        }
+        w.add_kv("clip.vision.attention.layer_norm_epsilon", 1e-5f32);
+        w.add_kv(
+            "clip.vision.image_mean",
+            Value::Array(crate::gguf::Array::F32(vec![0.5; 3])),
+        );
+        w.add_kv(
+            "clip.vision.image_std",
+            Value::Array(crate::gguf::Array::F32(vec![0.25; 3])),
+        );
+        let mut seed = 1u32;
+        let mut t = |w: &mut GgufWriter, name: &str, dims: &[u64]| {
+            let n: u64 = dims.iter().product();
+            let data: Vec<u8> = (0..n)
+                .flat_map(|_| {
+                    seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                    (((seed >> 16) % 200) as f32 / 100.0 - 1.0).to_le_bytes()
+                })
+                .collect();
+            w.add_tensor(name, dims, GgmlType::F32, data).unwrap();
+        };
+        t(&mut w, "v.patch_embd.weight", &[2, 2, 3, 4]);
+        t(&mut w, "v.class_embd", &[4]);
+        t(&mut w, "v.position_embd.weight", &[4, 5]);
+        t(&mut w, "v.pre_ln.weight", &[4]);
+        t(&mut w, "v.pre_ln.bias", &[4]);
+        for il in 0..2 {
+            for p in ["attn_q", "attn_k", "attn_v", "attn_out"] {
+                t(&mut w, &format!("v.blk.{il}.{p}.weight"), &[4, 4]);
+                t(&mut w, &format!("v.blk.{il}.{p}.bias"), &[4]);
+            }
+            for p in ["ln1", "ln2"] {
+                t(&mut w, &format!("v.blk.{il}.{p}.weight"), &[4]);
+                t(&mut w, &format!("v.blk.{il}.{p}.bias"), &[4]);
+            }
+            t(&mut w, &format!("v.blk.{il}.ffn_up.weight"), &[4, 8]);
+            t(&mut w, &format!("v.blk.{il}.ffn_down.weight"), &[8, 4]);
+        }
+        t(&mut w, "mm.0.weight", &[4, 8]);
+        t(&mut w, "mm.0.bias", &[8]);
+        t(&mut w, "mm.2.weight", &[8, 8]);
+        t(&mut w, "mm.2.bias", &[8]);
+        edit(&mut w);
+        let bytes = w.to_bytes().unwrap();
+        Projector::load(Arc::new(GgufFile::from_bytes(bytes).unwrap()))
+    }
+
+    #[test]
+    fn a_tiny_projector_loads_and_encodes() {
+        let p = tiny(|_| {}).unwrap();
+        assert_eq!((p.n_image_tokens(), p.n_embd_out()), (4, 8));
+        assert_eq!(p.hparams.ffn_act, FfnActivation::GeluQuick);
+        assert_eq!(p.hparams.blocks_run(), 1);
+        let img = crate::vision::RgbImage::filled(3, 5, [200, 10, 90]);
+        let pre = crate::vision::preprocess(&img, p.ty, &p.hparams);
+        let out = p.encode(&pre);
+        assert_eq!(out.len(), 4 * 8);
+        assert!(out.iter().all(|v| v.is_finite()));
+    }
+
+    #[test]
+    fn refusals_name_what_is_wrong() {
+        let err = |edit: fn(&mut GgufWriter)| tiny(edit).err().unwrap().to_string();
+        let e = err(|w| {
+            w.add_kv("clip.projector_type", "gemma3");
+        });
+        assert_eq!(
+            e,
+            "projector type 'gemma3' is not supported (supported: mlp)"
+        );
+        let e = err(|w| {
+            w.add_kv("clip.has_vision_encoder", false);
+        });
+        assert!(e.contains("no vision encoder"), "{e}");
+        let e = err(|w| {
+            w.add_tensor("mm.3.weight", &[1], GgmlType::F32, vec![0; 4])
+                .unwrap();
+        });
+        assert!(e.contains("'mm.3.weight' is not read"), "{e}");
+        let e = err(|w| {
+            w.add_kv("clip.vision.patch_size", 3u32);
+        });
+        assert!(e.contains("clip.vision.image_size"), "{e}");
+        let e = err(|w| {
+            w.add_kv("clip.vision.embedding_length", 6u32);
+        });
+        assert!(
+            e.contains("'v.patch_embd.weight' has shape [2, 2, 3, 4]"),
+            "{e}"
+        );
+        let e = err(|w| {
+            w.add_kv(
+                "clip.vision.image_std",
+                Value::Array(crate::gguf::Array::F32(vec![1.0, 0.0, 1.0])),
+            );
+        });
+        assert!(e.contains("image_std"), "{e}");
+    }
+}

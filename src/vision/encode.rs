@@ -1,0 +1,158 @@
+//! The `mlp` projector's forward pass, as llama.cpp's clip graph for LLaVA runs it: patch
+//! embedding (the convolution as one matrix product), the class token *after* the patches (the
+//! order this llama.cpp version concatenates them in), learned position embeddings, pre-norm,
+//! the ViT blocks up to the feature layer, then the rows of positions 1..=n_patches through a
+//! two-layer MLP with GELU.
+
+use super::clip::{Block, FfnActivation, Linear, Projector, ProjectorType};
+use super::layers::{
+    attention, gelu_in_place, gelu_quick_in_place, layer_norm_rows, silu_in_place,
+};
+use super::preprocess::PlanarImage;
+use crate::ops::{matmul, QMat};
+
+impl Projector {
+    /// The image embeddings of `img` (from [`super::preprocess`] for this projector): one row
+    /// of [`Projector::n_embd_out`] values per image token, row-major.
+    ///
+    /// Panics if `img` is not the projector's input size (`preprocess` always makes it so).
+    pub fn encode(&self, img: &PlanarImage) -> Vec<f32> {
+        let ProjectorType::Mlp = self.ty;
+        let h = &self.hparams;
+        assert!(
+            img.width == h.image_size && img.height == h.image_size,
+            "encode: a {}×{} image for a {} input",
+            img.width,
+            img.height,
+            h.image_size
+        );
+        let e = h.n_embd;
+        let n_patches = h.patches_per_side() * h.patches_per_side();
+        let n_pos = n_patches + self.class_embd.is_some() as usize;
+
+        let mut x = vec![0f32; n_pos * e];
+        self.embed_patches(img, &mut x[..n_patches * e]);
+        if let Some(cls) = &self.class_embd {
+            x[n_patches * e..].copy_from_slice(cls);
+        }
+        for (v, p) in x.iter_mut().zip(&self.pos_embd) {
+            *v += p;
+        }
+        if let Some(ln) = &self.pre_ln {
+            layer_norm_rows(&mut x, e, &ln.w, &ln.b, h.eps);
+        }
+
+        let depth = h.blocks_run();
+        let mut stack: Vec<Vec<f32>> = Vec::new();
+        for (il, block) in self.blocks[..depth].iter().enumerate() {
+            if h.feature_layers.contains(&il) {
+                stack.push(x.clone());
+            }
+            self.block(block, &mut x, n_pos);
+        }
+        if let Some(ln) = &self.post_ln {
+            layer_norm_rows(&mut x, e, &ln.w, &ln.b, h.eps);
+        }
+        if h.feature_layers.contains(&depth) {
+            stack.push(x.clone());
+        }
+        let (features, width) = match stack.len() {
+            0 => (x, e),
+            1 => (stack.pop().expect("one entry"), e),
+            k => {
+                let mut cat = vec![0f32; n_pos * e * k];
+                for (row, dst) in cat.chunks_exact_mut(e * k).enumerate() {
+                    for (part, s) in dst.chunks_exact_mut(e).zip(&stack) {
+                        part.copy_from_slice(&s[row * e..][..e]);
+                    }
+                }
+                (cat, e * k)
+            }
+        };
+        // The patch rows: positions 1..=n_patches when there is a class token (llama.cpp skips
+        // row 0 to stay in bounds, whatever sits there), else all of them.
+        let skip = self.class_embd.is_some() as usize;
+        let rows = &features[skip * width..(skip + n_patches) * width];
+        let mut hidden = self.linear(&self.mm0, rows, n_patches);
+        gelu_in_place(&mut hidden);
+        self.linear(&self.mm2, &hidden, n_patches)
+    }
+
+    /// The convolution of `patch_size` stride over the image, as a product of each patch
+    /// (channels, then rows, then columns, as ggml's im2col lays them out) with the kernel.
+    fn embed_patches(&self, img: &PlanarImage, out: &mut [f32]) {
+        let h = &self.hparams;
+        let (p, side, e) = (h.patch_size, h.patches_per_side(), h.n_embd);
+        let k = 3 * p * p;
+        let plane = img.width * img.height;
+        let mut patches = vec![0f32; side * side * k];
+        for (pi, dst) in patches.chunks_exact_mut(k).enumerate() {
+            let (py, px) = (pi / side, pi % side);
+            for c in 0..3 {
+                for ky in 0..p {
+                    let src = c * plane + (py * p + ky) * img.width + px * p;
+                    dst[(c * p + ky) * p..][..p].copy_from_slice(&img.data[src..][..p]);
+                }
+            }
+        }
+        let info = &self.patch_embd.info;
+        let kernel = QMat {
+            ty: info.ty,
+            rows: e,
+            cols: k,
+            data: self.file.tensor_data(info),
+        };
+        matmul(&kernel, &patches, side * side, out);
+        if let Some(b) = &self.patch_bias {
+            add_rows(out, b);
+        }
+    }
+
+    /// One ViT block on `x` (`n × n_embd`) in place.
+    fn block(&self, b: &Block, x: &mut [f32], n: usize) {
+        let h = &self.hparams;
+        let e = h.n_embd;
+        let mut cur = x.to_vec();
+        layer_norm_rows(&mut cur, e, &b.ln1.w, &b.ln1.b, h.eps);
+        let q = self.linear(&b.q, &cur, n);
+        let k = self.linear(&b.k, &cur, n);
+        let v = self.linear(&b.v, &cur, n);
+        let scale = 1.0 / ((e / h.n_head) as f32).sqrt();
+        let att = attention(&q, &k, &v, n, h.n_head, scale);
+        let o = self.linear(&b.o, &att, n);
+        for (xv, ov) in x.iter_mut().zip(&o) {
+            *xv += ov;
+        }
+        cur.copy_from_slice(x);
+        layer_norm_rows(&mut cur, e, &b.ln2.w, &b.ln2.b, h.eps);
+        let mut up = self.linear(&b.up, &cur, n);
+        match h.ffn_act {
+            FfnActivation::Gelu => gelu_in_place(&mut up),
+            FfnActivation::GeluQuick => gelu_quick_in_place(&mut up),
+            FfnActivation::Silu => silu_in_place(&mut up),
+        }
+        let down = self.linear(&b.down, &up, n);
+        for (xv, dv) in x.iter_mut().zip(&down) {
+            *xv += dv;
+        }
+    }
+
+    /// `x · Wᵀ + b` for `n` rows of `x`.
+    fn linear(&self, l: &Linear, x: &[f32], n: usize) -> Vec<f32> {
+        let w = l.w.mat(&self.file);
+        let mut out = vec![0f32; n * w.rows];
+        matmul(&w, x, n, &mut out);
+        if let Some(b) = &l.b {
+            add_rows(&mut out, b);
+        }
+        out
+    }
+}
+
+fn add_rows(x: &mut [f32], b: &[f32]) {
+    for row in x.chunks_exact_mut(b.len()) {
+        for (v, bv) in row.iter_mut().zip(b) {
+            *v += bv;
+        }
+    }
+}

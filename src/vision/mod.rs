@@ -1,0 +1,64 @@
+//! Images in: decoding image files, the vision encoders of llama.cpp's `clip` projector files
+//! (`--mmproj`), and the embeddings they give the text model. Today: LLaVA 1.5's `mlp`
+//! projector (a CLIP ViT and a two-layer MLP) on the CPU kernels, threaded on the pool.
+//!
+//! The pipeline is `image::decode` → `preprocess` (resize, pad, normalise, as clip does for the
+//! projector type) → `Projector::encode` → one row of the text model's width per image token.
+
+mod clip;
+mod encode;
+pub mod image;
+mod layers;
+mod preprocess;
+pub mod resize;
+
+pub use clip::{FfnActivation, Projector, ProjectorType, VisionHparams};
+pub use image::{decode, RgbImage};
+pub use preprocess::{preprocess, PlanarImage};
+
+use crate::gguf::GgufError;
+use crate::quant::GgmlType;
+
+/// Why an image or a projector could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum VisionError {
+    #[error("unknown image format ({0}); expected {fmts}", fmts = image::FORMATS)]
+    UnknownImageFormat(String),
+    #[error("corrupt or truncated {format} image: {message}")]
+    ImageDecode {
+        format: &'static str,
+        message: String,
+    },
+    #[error(
+        "image of {width}×{height} pixels is larger than the {max}×{max} limit",
+        max = image::MAX_SIDE
+    )]
+    ImageTooLarge { width: u32, height: u32 },
+    #[error(transparent)]
+    Gguf(#[from] GgufError),
+    #[error("projector: {0}")]
+    NotAProjector(String),
+    #[error("projector type '{0}' is not supported (supported: mlp)")]
+    UnsupportedProjector(String),
+    #[error("projector: metadata '{0}' is missing")]
+    MissingKey(String),
+    #[error("projector: bad value for metadata '{0}': {1}")]
+    BadValue(String, String),
+    #[error("projector: {0} is not implemented")]
+    NotImplemented(String),
+    #[error("projector: missing tensor '{0}'")]
+    MissingTensor(String),
+    #[error("projector: tensor '{name}' has shape {got:?}, expected {want:?}")]
+    TensorShape {
+        name: String,
+        want: Vec<usize>,
+        got: Vec<usize>,
+    },
+    #[error("projector: tensor '{name}' has type {ty}, which cannot be a weight here")]
+    WeightType { name: String, ty: GgmlType },
+    #[error(
+        "projector: tensor '{0}' is not read by this engine's encoder (a variant of the \
+         projector it does not build); refusing to run without it"
+    )]
+    UnusedTensor(String),
+}
