@@ -175,6 +175,7 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
     let gpu = probe_for_run(&gpu_opts, cli.n_gpu_layers.as_deref()).map_err(anyhow::Error::msg)?;
     let mut loaded = load_model(&name, own)?;
     place_layers(cli, &mut loaded.model, &gpu, gpu_opts.mode)?;
+    loaded.model.set_kv_types(cli.compat.kv_types())?;
     if cli.compat.lock_weights() {
         if let Err(e) = loaded.model.file.shared_bytes().lock_in_memory() {
             eprintln!(

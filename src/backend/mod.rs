@@ -52,8 +52,9 @@ mod placement;
 mod plan;
 mod seq_cache;
 
+pub use crate::ops::attention::KvType;
 pub use cpu::CpuBackend;
-pub use kv_cache::{KvCache, KvStateError};
+pub use kv_cache::{KvCache, KvStateError, KvTypeError, KvTypes};
 pub use placement::{Placement, PlacementError, SPLIT_ENV};
 pub use plan::{GpuLayers, LayerPlan};
 pub use seq_cache::SeqCache;
@@ -84,6 +85,12 @@ pub enum BackendError {
         want: Range<usize>,
         got: Range<usize>,
     },
+    /// A cache was loaded from a host cache of other storage types.
+    #[error("a cache of types {want} cannot be loaded from a host cache of types {got}")]
+    CacheTypes { want: String, got: String },
+    /// The backend cannot store keys and values in the types asked for.
+    #[error("{backend}: the KV cache can only be f16 here, not {types} (-ctk/-ctv)")]
+    Unsupported { backend: String, types: String },
 }
 
 /// One forward pass's work for one backend.
@@ -146,12 +153,14 @@ pub trait Backend: Send + Sync {
     fn layers(&self) -> Range<usize>;
 
     /// A fresh cache part of one sequence for `layers` (a prefix of [`Backend::layers`]: all
-    /// of them, or fewer for an early-exit draft), with room for `n_ctx` positions.
+    /// of them, or fewer for an early-exit draft), with room for `n_ctx` positions, keys and
+    /// values stored as `types` says.
     fn new_cache(
         &self,
         model: &Model,
         layers: Range<usize>,
         n_ctx: usize,
+        types: KvTypes,
     ) -> Result<Box<dyn LayerCache>, BackendError>;
 
     /// Runs blocks `pass.layers` over the hidden rows `x` (`pass.batch.len()` rows of `n_embd`

@@ -3,7 +3,7 @@
 //! head. Owns the checks that a placement covers the model, the caches it makes for a sequence,
 //! and the debug split read from `LLAMAFILE_SPLIT_LAYERS`.
 
-use super::{Backend, BackendError, CpuBackend, SeqCache};
+use super::{Backend, BackendError, CpuBackend, KvTypes, SeqCache};
 use crate::model::Model;
 use std::ops::Range;
 use std::sync::Arc;
@@ -143,12 +143,13 @@ impl Placement {
     }
 
     /// A fresh cache of one sequence for the first `n_layers` blocks of `model`, `n_ctx`
-    /// positions: a part from each backend that runs any of those blocks.
+    /// positions stored as `types`: a part from each backend that runs any of those blocks.
     pub fn new_cache(
         &self,
         model: &Model,
         n_ctx: usize,
         n_layers: usize,
+        types: KvTypes,
     ) -> Result<SeqCache, BackendError> {
         let mut parts = Vec::with_capacity(self.stages.len());
         for b in &self.stages {
@@ -157,7 +158,7 @@ impl Placement {
             if layers.is_empty() {
                 break;
             }
-            parts.push(b.new_cache(model, layers, n_ctx)?);
+            parts.push(b.new_cache(model, layers, n_ctx, types)?);
         }
         Ok(SeqCache::new(parts))
     }

@@ -1,9 +1,11 @@
 //! llama.cpp flags that scripts and habits carry over (llama-cli's, mostly). Some act here
 //! (`--ignore-eos`, `--reverse-prompt`, `-sys`, `-sp`, `--mlock`, `-lm mlock`); the rest name things this engine always does or never
 //! needs (flash attention, continuous batching, warm-up, logging, NUMA, mlock, ...) and are
-//! accepted so that a llama.cpp command line runs unchanged. Values that would ask for
-//! something this engine cannot do (a quantized KV cache) are refused by [`CompatArgs::check`].
+//! accepted so that a llama.cpp command line runs unchanged. `-ctk`/`-ctv` pick the KV cache's
+//! storage types ([`CompatArgs::kv_types`]); values this engine cannot honour (a quantized V
+//! cache with `-fa off`, as llama.cpp refuses it) are refused by [`CompatArgs::check`].
 
+use crate::backend::{KvType, KvTypes};
 use clap::Args;
 
 /// Flags taken from llama.cpp for compatibility.
@@ -34,15 +36,16 @@ pub struct CompatArgs {
     #[arg(long = "special")]
     pub special: bool,
 
-    /// Flash attention: on, off or auto. Attention here is always the fused kind.
+    /// Flash attention: on, off or auto. Attention here is always the fused kind; off only
+    /// refuses a quantized V cache, as llama.cpp does.
     #[arg(long = "flash-attn", num_args = 0..=1, default_missing_value = "on", value_name = "on|off|auto", env = "LLAMA_ARG_FLASH_ATTN")]
     pub flash_attn: Option<String>,
 
-    /// KV cache type for keys; only f16 is supported.
+    /// KV cache type for keys: f32, f16 (default), bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1.
     #[arg(long = "cache-type-k", value_name = "TYPE", env = "LLAMA_ARG_CACHE_TYPE_K", value_parser = KV_TYPES)]
     pub cache_type_k: Option<String>,
 
-    /// KV cache type for values; only f16 is supported.
+    /// KV cache type for values (the same types; quantized ones need flash attention).
     #[arg(long = "cache-type-v", value_name = "TYPE", env = "LLAMA_ARG_CACHE_TYPE_V", value_parser = KV_TYPES)]
     pub cache_type_v: Option<String>,
 
@@ -160,7 +163,7 @@ pub const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-lm", "--load-mode"),
 ];
 
-/// The KV cache types llama.cpp knows (only f16 is accepted by [`CompatArgs::check`]).
+/// The KV cache types llama.cpp knows (`KvType`'s names).
 const KV_TYPES: [&str; 9] = [
     "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1",
 ];
@@ -171,17 +174,23 @@ impl CompatArgs {
         self.mlock || matches!(self.load_mode.as_deref(), Some("mlock" | "mmap+mlock"))
     }
 
+    /// The KV cache's storage types (`-ctk`, `-ctv`; f16 when absent).
+    pub fn kv_types(&self) -> KvTypes {
+        let ty = |v: &Option<String>| v.as_deref().and_then(KvType::parse).unwrap_or_default();
+        KvTypes {
+            k: ty(&self.cache_type_k),
+            v: ty(&self.cache_type_v),
+        }
+    }
+
     /// Refuses values this engine cannot honour, naming the flag.
     pub fn check(&self) -> Result<(), String> {
-        for (flag, ty) in [
-            ("--cache-type-k", &self.cache_type_k),
-            ("--cache-type-v", &self.cache_type_v),
-        ] {
-            if let Some(t) = ty {
-                if t != "f16" {
-                    return Err(format!("{flag} {t}: only an f16 KV cache is supported"));
-                }
-            }
+        let v = self.kv_types().v;
+        let fa_off = matches!(self.flash_attn.as_deref(), Some("off" | "0"));
+        if v.is_quantized() && fa_off {
+            return Err(format!(
+                "--cache-type-v {v}: quantized V cache requires flash_attn to be enabled (--flash-attn off was given)"
+            ));
         }
         // llama-bench spells these 0 and 1.
         for (flag, v) in [("--flash-attn", &self.flash_attn), ("--color", &self.color)] {

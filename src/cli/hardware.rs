@@ -363,8 +363,8 @@ pub const FLAGS: &[Flag] = &[
         Some("LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_K"),
         Effect::NoOpIf(
             is_f16,
-            "f16, the only KV cache type here",
-            "a KV cache type other than f16",
+            "f16, the draft model's only KV cache type here",
+            "a draft KV cache type other than f16",
         ),
     ),
     valued(
@@ -375,8 +375,8 @@ pub const FLAGS: &[Flag] = &[
         Some("LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_V"),
         Effect::NoOpIf(
             is_f16,
-            "f16, the only KV cache type here",
-            "a KV cache type other than f16",
+            "f16, the draft model's only KV cache type here",
+            "a draft KV cache type other than f16",
         ),
     ),
     switch(

@@ -880,7 +880,10 @@ mod tests {
     #[test]
     fn compat_values_we_cannot_honour_are_refused() {
         for (argv, needle) in [
-            (&["x", "-ctv", "q4_0"][..], "--cache-type-v q4_0"),
+            (
+                &["x", "-ctv", "q4_0", "-fa", "off"][..],
+                "--cache-type-v q4_0",
+            ),
             (&["x", "-fa", "sometimes"], "--flash-attn sometimes"),
         ] {
             let msg = parse(args(argv)).unwrap_err().to_string();

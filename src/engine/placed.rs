@@ -6,7 +6,9 @@
 //! CPU's is in `backend/cpu/`). Caches and the context shift are made and done here, each part
 //! by its backend.
 
-use crate::backend::{BackendError, LayerCache, Pass, Placement, PlacementError, SeqCache};
+use crate::backend::{
+    BackendError, KvTypeError, KvTypes, LayerCache, Pass, Placement, PlacementError, SeqCache,
+};
 use crate::gguf::GgufFile;
 use crate::model::{Batch, ForwardPlan, Model, ModelError};
 use crate::ops::matmul;
@@ -30,6 +32,8 @@ pub struct PlacedModel {
     model: Model,
     /// Which backend runs which blocks (see [`PlacedModel::set_placement`]).
     placement: Placement,
+    /// How caches made from now on store keys and values (see [`PlacedModel::set_kv_types`]).
+    kv_types: KvTypes,
 }
 
 impl Deref for PlacedModel {
@@ -47,7 +51,11 @@ impl PlacedModel {
     pub fn load(file: Arc<GgufFile>) -> Result<PlacedModel, LoadError> {
         let model = Model::load(file)?;
         let placement = Placement::from_env(model.config.n_layer)?;
-        Ok(PlacedModel { model, placement })
+        Ok(PlacedModel {
+            model,
+            placement,
+            kv_types: KvTypes::default(),
+        })
     }
 
     /// The model's data, as backends read it.
@@ -74,6 +82,29 @@ impl PlacedModel {
         Ok(())
     }
 
+    /// Stores keys and values of the caches made from now on as `types` (`-ctk`/`-ctv`).
+    /// Refused, in one line, when a type's block does not divide the head size, or when types
+    /// other than f16 are asked of a placement with blocks off the CPU (the device kernels read
+    /// f16 rows only); call it after [`PlacedModel::set_placement`].
+    pub fn set_kv_types(&mut self, types: KvTypes) -> Result<(), KvTypeError> {
+        types.check_model(&self.model)?;
+        if !types.is_default() {
+            if let Some(b) = self.placement.stages().iter().find(|b| b.name() != "cpu") {
+                return Err(KvTypeError::Device {
+                    backend: b.name().to_string(),
+                    types,
+                });
+            }
+        }
+        self.kv_types = types;
+        Ok(())
+    }
+
+    /// How caches made now store keys and values.
+    pub fn kv_types(&self) -> KvTypes {
+        self.kv_types
+    }
+
     /// A fresh KV cache for one sequence of up to `n_ctx` positions. Panics if a backend
     /// cannot make its part (device memory); see [`PlacedModel::try_new_cache_layers`].
     pub fn new_cache(&self, n_ctx: usize) -> SeqCache {
@@ -93,7 +124,8 @@ impl PlacedModel {
         n_ctx: usize,
         n_layers: usize,
     ) -> Result<SeqCache, BackendError> {
-        self.placement.new_cache(&self.model, n_ctx, n_layers)
+        self.placement
+            .new_cache(&self.model, n_ctx, n_layers, self.kv_types)
     }
 
     /// Context shift of `cache`: forgets positions `keep..keep + discard` and moves the rest

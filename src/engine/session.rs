@@ -345,8 +345,12 @@ impl<'m> Session<'m> {
         }
         let mut read = 0;
         for part in self.cache.parts_mut() {
-            let mut host =
-                KvCache::for_layers(part.layers(), part.n_ctx(), self.model.config.kv_dim());
+            let mut host = KvCache::typed(
+                part.layers(),
+                part.n_ctx(),
+                self.model.config.kv_dim(),
+                self.model.kv_types(),
+            );
             read += host.read_from(r)?;
             part.load_host(&host)?;
         }

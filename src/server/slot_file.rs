@@ -19,7 +19,7 @@ use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
 const MAGIC: &[u8; 8] = b"LFRSSLOT";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// Bytes of tensor data hashed at each end.
 const SAMPLE: usize = 64 * 1024;
 

@@ -6,13 +6,13 @@
 
 use super::mla::mla_attention_block;
 use super::moe_ffn::MoeStep;
-use crate::backend::KvCache;
+use crate::backend::{KvCache, KvTypes};
 use crate::gguf::GgufFile;
 use crate::model::{
     Attention, Batch, Config, DenseFfn, Ffn, FfnActivation, ForwardPlan, Layer, Model,
 };
 use crate::ops::activation::{geglu, swiglu};
-use crate::ops::attention::{attend_heads, tiled, AttnShape};
+use crate::ops::attention::{attend_heads_rows, tiled, AttnShape};
 use crate::ops::norm::{rms_norm_rows, rms_norm_rows_into};
 use crate::ops::rope::Rope;
 use crate::ops::{matmul, QMat};
@@ -106,7 +106,10 @@ pub(super) fn attend<C: BorrowMut<KvCache> + Sync>(
     while t < n {
         let seq = batch.seq[t];
         let end = (t..n).find(|&u| batch.seq[u] != seq).unwrap_or(n);
-        if end - t < tiled::MIN_TOKENS {
+        // Caches other than f16 keys with f16 values take the one-token path at every batch
+        // size, as in ggml.
+        let f16 = caches[seq].borrow().types() == KvTypes::default();
+        if end - t < tiled::MIN_TOKENS || !f16 {
             short.extend(t..end);
             t = end;
             continue;
@@ -144,11 +147,11 @@ pub(super) fn attend<C: BorrowMut<KvCache> + Sync>(
             let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
             let cache = caches[batch.seq[t]].borrow();
             let qh = &q[t * q_dim + head * hd..][..per_task * hd];
-            attend_heads(
+            attend_heads_rows(
                 shape,
                 qh,
-                cache.keys(il),
-                cache.values(il),
+                &cache.key_rows(il),
+                &cache.value_rows(il),
                 head / group,
                 first,
                 pos,

@@ -9,7 +9,7 @@ mod mla;
 mod moe_ffn;
 
 use super::{Backend, BackendError, LayerCache, Pass};
-use crate::backend::KvCache;
+use crate::backend::{KvCache, KvTypes};
 use crate::model::Model;
 use layer::Scratch;
 use std::ops::Range;
@@ -52,11 +52,20 @@ impl Backend for CpuBackend {
         model: &Model,
         layers: Range<usize>,
         n_ctx: usize,
+        types: KvTypes,
     ) -> Result<Box<dyn LayerCache>, BackendError> {
-        Ok(Box::new(KvCache::for_layers(
+        // Refused before a cache is made (`PlacedModel::set_kv_types`); checked again here.
+        if types.check_model(model).is_err() {
+            return Err(BackendError::Unsupported {
+                backend: self.name().to_string(),
+                types: types.to_string(),
+            });
+        }
+        Ok(Box::new(KvCache::typed(
             layers,
             n_ctx,
             model.config.kv_dim(),
+            types,
         )))
     }
 

@@ -1,12 +1,12 @@
 //! The device backend's KV cache part: for each of its layers, keys and values of up to
 //! `n_ctx` positions as f16 rows in device memory (the host cache's layout, so copies either way
 //! are plain byte copies), and how many positions are filled. Saving, restoring and context
-//! shifts go through a host [`KvCache`].
+//! shifts go through a host [`KvCache`] of f16 rows: the device kernels read f16 only, so a
+//! device part is never made of other types (`-ctk`/`-ctv` with `-ngl` is refused).
 
-use crate::backend::KvCache;
 use crate::backend::{BackendError, LayerCache};
+use crate::backend::{KvCache, KvTypes};
 use crate::gpu::{Device, DeviceBuffer, GpuError};
-use half::f16;
 use std::any::Any;
 use std::ops::Range;
 
@@ -87,20 +87,14 @@ impl LayerCache for CudaCache {
 
     fn to_host(&self) -> Result<KvCache, BackendError> {
         let mut host = KvCache::for_layers(self.layers.clone(), self.n_ctx, self.kv_dim);
-        let n = self.len * self.kv_dim;
-        let mut bytes = vec![0u8; n * 2];
+        let n = self.len * self.kv_dim * 2;
         for (il, (k, v)) in self.layers.clone().zip(&self.rows) {
-            for (buf, dst) in [(k, 0), (v, 1)] {
-                self.device.read(buf, 0, &mut bytes).map_err(device_error)?;
-                let rows = if dst == 0 {
-                    host.keys_mut(il)
-                } else {
-                    host.values_mut(il)
-                };
-                for (h, b) in rows[..n].iter_mut().zip(bytes.chunks_exact(2)) {
-                    *h = f16::from_bits(u16::from_le_bytes([b[0], b[1]]));
-                }
-            }
+            self.device
+                .read(k, 0, &mut host.key_bytes_mut(il)[..n])
+                .map_err(device_error)?;
+            self.device
+                .read(v, 0, &mut host.value_bytes_mut(il)[..n])
+                .map_err(device_error)?;
         }
         if self.len > 0 {
             host.mark_filled(self.len - 1);
@@ -115,14 +109,18 @@ impl LayerCache for CudaCache {
                 got: host.layers(),
             });
         }
-        let n = host.len() * self.kv_dim;
+        if !host.types().is_default() {
+            return Err(BackendError::CacheTypes {
+                want: KvTypes::default().to_string(),
+                got: host.types().to_string(),
+            });
+        }
+        let n = host.len() * self.kv_dim * 2;
         for (il, (k, v)) in self.layers.clone().zip(&self.rows) {
-            for (buf, rows) in [(k, host.keys(il)), (v, host.values(il))] {
-                let bytes: Vec<u8> = rows[..n]
-                    .iter()
-                    .flat_map(|h| h.to_bits().to_le_bytes())
-                    .collect();
-                self.device.write(buf, 0, &bytes).map_err(device_error)?;
+            for (buf, rows) in [(k, host.key_rows(il)), (v, host.value_rows(il))] {
+                self.device
+                    .write(buf, 0, &rows.bytes[..n])
+                    .map_err(device_error)?;
             }
         }
         self.len = host.len();

@@ -18,7 +18,7 @@ mod weights;
 pub use cache::CudaCache;
 pub use weights::{kernel_suffix, WeightsError};
 
-use crate::backend::{Backend, BackendError, LayerCache, Pass};
+use crate::backend::{Backend, BackendError, KvTypes, LayerCache, Pass};
 use crate::gpu::{Device, DeviceBuffer, Kernel};
 use crate::model::{Attention, DenseFfn, Ffn, Layer, MhaWeights, Model};
 use crate::ops::QMat;
@@ -296,7 +296,15 @@ impl Backend for CudaBackend {
         model: &Model,
         layers: Range<usize>,
         n_ctx: usize,
+        types: KvTypes,
     ) -> Result<Box<dyn LayerCache>, BackendError> {
+        // The device kernels read f16 rows only.
+        if types != KvTypes::default() {
+            return Err(BackendError::Unsupported {
+                backend: self.name.clone(),
+                types: types.to_string(),
+            });
+        }
         let cache = CudaCache::new(&self.device, layers, n_ctx, model.config.kv_dim())
             .map_err(device_error)?;
         Ok(Box::new(cache))

@@ -1,5 +1,7 @@
-//! Scaled dot-product attention of query tokens over a sequence's cached keys and values
-//! (stored as f16), causal, with an optional sliding window.
+//! Scaled dot-product attention of query tokens over a sequence's cached keys and values,
+//! causal, with an optional sliding window. Cache rows are stored in a [`KvType`] each for keys
+//! and values; f16 keys with f16 values (the default) take the paths below, every other pair
+//! the one-token path of [`typed`] for all batch sizes, as ggml's CPU backend does.
 //!
 //! Two paths, chosen as llama.cpp's CPU backend chooses them, because some models (SmolLM2 Q4_1)
 //! are chaotic at the rounding level and matching llama.cpp token for token needs the same
@@ -11,9 +13,12 @@
 //!   every fused multiply-add;
 //! - longer batches (prompt processing): [`tiled`], all in f32, in ggml's tiled order.
 
+mod iq4_nl;
+mod kv_type;
 #[cfg(target_arch = "x86_64")]
 mod one_token;
 pub mod tiled;
+mod typed;
 #[cfg(target_arch = "x86_64")]
 mod x86_avx2;
 #[cfg(target_arch = "x86_64")]
@@ -22,6 +27,82 @@ mod x86_avx512;
 use crate::cpu::Isa;
 use crate::ops::mathf;
 use half::f16;
+
+pub use kv_type::KvType;
+
+/// One layer's cache rows of one kind (keys or values) for a sequence: position `p` is the
+/// `row_bytes` bytes at `p * row_bytes`, `n_head_kv * head_dim` values of `ty`.
+#[derive(Clone, Copy, Debug)]
+pub struct KvRows<'a> {
+    pub ty: KvType,
+    pub bytes: &'a [u8],
+    pub row_bytes: usize,
+}
+
+impl<'a> KvRows<'a> {
+    /// Position `p`'s row.
+    fn row(&self, p: usize) -> &'a [u8] {
+        let start = p * self.row_bytes;
+        assert!(
+            start + self.row_bytes <= self.bytes.len(),
+            "attention: position {p} beyond the cache"
+        );
+        &self.bytes[start..start + self.row_bytes]
+    }
+
+    /// The rows as f16 values, when they are f16.
+    pub fn as_f16(&self) -> Option<&'a [f16]> {
+        if self.ty != KvType::F16 || !(self.bytes.as_ptr() as usize).is_multiple_of(2) {
+            return None;
+        }
+        // SAFETY: `half::f16` is `repr(transparent)` over `u16`: any two bytes are a valid
+        // value; the pointer is 2-aligned (checked) and the length is rounded down.
+        Some(unsafe {
+            std::slice::from_raw_parts(self.bytes.as_ptr().cast(), self.bytes.len() / 2)
+        })
+    }
+}
+
+/// [`attend_heads`] over cache rows of any types: f16 keys and values go to the f16 kernels,
+/// other pairs to the typed path. `head_dim` must be a multiple of both types' block size.
+#[allow(clippy::too_many_arguments)]
+pub fn attend_heads_rows(
+    shape: &AttnShape,
+    q: &[f32],
+    keys: &KvRows,
+    values: &KvRows,
+    kv_head: usize,
+    first: usize,
+    last: usize,
+    out: &mut [f32],
+) {
+    if let (Some(k), Some(v)) = (keys.as_f16(), values.as_f16()) {
+        return attend_heads(shape, q, k, v, kv_head, first, last, out);
+    }
+    let hd = shape.head_dim;
+    assert!(
+        q.len().is_multiple_of(hd) && out.len() == q.len(),
+        "attention: {} query values for heads of {hd}",
+        q.len()
+    );
+    for t in [keys.ty, values.ty] {
+        assert!(
+            hd.is_multiple_of(t.block_elems()),
+            "attention: {t} rows with heads of {hd}"
+        );
+    }
+    typed::attend(
+        shape.scores(),
+        q,
+        hd,
+        keys,
+        values,
+        kv_head,
+        first,
+        last,
+        out,
+    );
+}
 
 /// The shape of one attention layer.
 #[derive(Clone, Copy, Debug)]
@@ -315,6 +396,108 @@ mod tests {
                         simd,
                         "{isa:?}, {n} heads, softcap {softcap}"
                     );
+                }
+            }
+        }
+    }
+
+    /// Exact attention (f64) of one head over decoded rows.
+    fn reference(q: &[f32], keys: &[Vec<f32>], values: &[Vec<f32>], scale: f32) -> Vec<f32> {
+        let s: Vec<f64> = keys
+            .iter()
+            .map(|k| k.iter().zip(q).map(|(a, b)| (a * b) as f64).sum::<f64>() * scale as f64)
+            .collect();
+        let max = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let w: Vec<f64> = s.iter().map(|x| (x - max).exp()).collect();
+        let total: f64 = w.iter().sum();
+        (0..q.len())
+            .map(|d| {
+                (w.iter()
+                    .zip(values)
+                    .map(|(w, v)| w * v[d] as f64)
+                    .sum::<f64>()
+                    / total) as f32
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_cache_type_pair_attends_like_exact_attention_over_its_rows() {
+        let (hd, n_kv, n) = (64, 2, 40);
+        let mut seed = 99u64;
+        let mut rnd = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        };
+        let group = 3;
+        let kv_dim = n_kv * hd;
+        let k32: Vec<Vec<f32>> = (0..n)
+            .map(|_| (0..kv_dim).map(|_| rnd() * 2.0).collect())
+            .collect();
+        let v32: Vec<Vec<f32>> = (0..n)
+            .map(|_| (0..kv_dim).map(|_| rnd()).collect())
+            .collect();
+        let q: Vec<f32> = (0..group * hd).map(|_| rnd() * 2.0).collect();
+        let shape = AttnShape {
+            n_head: n_kv * group,
+            n_head_kv: n_kv,
+            head_dim: hd,
+            scale: 0.125,
+            softcap: 0.0,
+        };
+        let encode = |t: KvType, rows: &[Vec<f32>]| -> (Vec<u8>, Vec<Vec<f32>>) {
+            let rb = t.row_bytes(kv_dim);
+            let mut bytes = vec![0u8; rows.len() * rb];
+            let mut decoded = Vec::new();
+            for (r, b) in rows.iter().zip(bytes.chunks_exact_mut(rb)) {
+                t.encode(r, b);
+                let mut d = vec![0f32; kv_dim];
+                t.decode(b, &mut d);
+                decoded.push(d);
+            }
+            (bytes, decoded)
+        };
+        for kt in KvType::ALL {
+            for vt in [KvType::F16, KvType::F32, KvType::Q8_0, KvType::Q4_0, kt] {
+                let (kb, kd) = encode(kt, &k32);
+                let (vb, vd) = encode(vt, &v32);
+                let keys = KvRows {
+                    ty: kt,
+                    bytes: &kb,
+                    row_bytes: kt.row_bytes(kv_dim),
+                };
+                let values = KvRows {
+                    ty: vt,
+                    bytes: &vb,
+                    row_bytes: vt.row_bytes(kv_dim),
+                };
+                let (first, last) = (2, n - 1);
+                let mut out = vec![0f32; group * hd];
+                attend_heads_rows(&shape, &q, &keys, &values, 1, first, last, &mut out);
+                let head = |rows: &[Vec<f32>]| -> Vec<Vec<f32>> {
+                    rows[first..=last]
+                        .iter()
+                        .map(|r| r[hd..2 * hd].to_vec())
+                        .collect()
+                };
+                for h in 0..group {
+                    let qh = &q[h * hd..][..hd];
+                    let want = reference(qh, &head(&kd), &head(&vd), 0.125);
+                    let got = &out[h * hd..][..hd];
+                    // The query is converted for the key type (q8: steps of amax/127, scores
+                    // off by up to ~0.05 here) and f16 values accumulate in f16.
+                    for (d, (a, b)) in got.iter().zip(&want).enumerate() {
+                        assert!(
+                            (a - b).abs() < 0.02,
+                            "K {kt} V {vt} head {h} dim {d}: {a} vs {b}"
+                        );
+                    }
+                    // a head alone gets the bits it gets in the group
+                    let mut alone = vec![0f32; hd];
+                    attend_heads_rows(&shape, qh, &keys, &values, 1, first, last, &mut alone);
+                    assert_eq!(alone, got, "K {kt} V {vt} head {h}");
                 }
             }
         }
