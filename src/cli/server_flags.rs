@@ -59,9 +59,9 @@ pub struct ServerArgs {
     )]
     pub api_prefix: Option<String>,
 
-    /// Origins allowed to call the API from a browser page on another site, comma-separated:
-    /// `*` for any, `localhost` for pages on this machine only (default: none; the API answers
-    /// its own pages only).
+    /// Origins allowed to call the API from a browser page on another site, comma-separated
+    /// (default: *, every origin echoed back); `localhost` echoes the Origin header only when it
+    /// is on this machine.
     #[arg(
         long = "cors-origins",
         value_name = "ORIGINS",

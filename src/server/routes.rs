@@ -1,8 +1,8 @@
 //! Routing: which handler answers which method and path (under `--api-prefix`), after the
-//! checks every request goes through: the `Host` and `Origin` of browser requests (a page on
-//! another site, or a DNS rebinding attack, must not drive a server bound to loopback, unless
-//! `--cors-origins` allows that site) and the API key. Preflight `OPTIONS` requests are
-//! answered here (`cors`).
+//! checks every request goes through: the `Host` of a server bound to loopback (a DNS
+//! rebinding attack must not drive it), the `Origin` of browser requests (a page on another
+//! site only where `--cors-origins` allows it: by default any, as llama-server) and the API
+//! key. Preflight `OPTIONS` requests to any path are answered here (`cors`).
 
 use super::embeddings::{self, Api};
 use super::error::ApiError;
@@ -39,6 +39,15 @@ fn unprefixed<'a>(prefix: &str, path: &'a str) -> Option<&'a str> {
 }
 
 fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiError> {
+    check_host(state, req)?;
+    if req.method == "OPTIONS" {
+        // A preflight, to any path: answered without the API key, as browsers send none with
+        // it, and whatever the origin (a browser reads the verdict from the headers).
+        let mut r = Response::text(200, "text/html", "");
+        r.headers
+            .extend(state.config.cors.preflight_headers(req.header("origin")));
+        return rsp.send(&r).map_err(ApiError::from);
+    }
     check_origin(state, req, rsp)?;
     let prefix = &state.config.api_prefix;
     if !prefix.is_empty() && req.path == *prefix && matches!(req.method.as_str(), "GET" | "HEAD") {
@@ -65,15 +74,6 @@ fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiErr
             state.config.api_prefix
         )));
     };
-    if req.method == "OPTIONS" {
-        // A preflight: answered without the API key, as browsers send none with it.
-        let mut r = Response::text(200, "text/plain; charset=utf-8", "");
-        if let Some(origin) = req.header("origin") {
-            r.headers
-                .extend(state.config.cors.preflight_headers(origin));
-        }
-        return rsp.send(&r).map_err(ApiError::from);
-    }
     if !is_public(path) {
         check_api_key(state, req)?;
     }
@@ -240,39 +240,44 @@ fn host_name(authority: &str) -> String {
     host.to_ascii_lowercase()
 }
 
-fn check_origin(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiError> {
-    let forbidden = |what: &str| {
-        ApiError::new(
-            403,
-            "permission_error",
-            format!("{what} (this server only answers pages it serves itself)"),
-        )
-    };
-    let host = req.header("host");
-    if state.loopback {
-        if let Some(h) = host {
-            let name = host_name(h);
-            let loopback_ip = name
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback());
-            if name != "localhost" && !loopback_ip {
-                return Err(forbidden("the Host header does not name this machine"));
-            }
+/// A server bound to loopback answers only requests addressed to this machine: a page whose
+/// site's name was pointed at 127.0.0.1 (DNS rebinding) sends its own name as `Host`.
+fn check_host(state: &State, req: &Request) -> Result<(), ApiError> {
+    if let Some(h) = req.header("host").filter(|_| state.loopback) {
+        let name = host_name(h);
+        let loopback_ip = name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+        if name != "localhost" && !loopback_ip {
+            return Err(ApiError::new(
+                403,
+                "permission_error",
+                "the Host header does not name this machine (a server bound to loopback \
+                 answers only requests addressed to it)",
+            ));
         }
     }
+    Ok(())
+}
+
+/// A page's `Origin`: its own (the server's pages) or one `--cors-origins` allows gets the
+/// CORS headers on the answer; any other is refused.
+fn check_origin(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiError> {
     if let Some(origin) = req.header("origin") {
         let authority = origin
             .strip_prefix("http://")
             .or_else(|| origin.strip_prefix("https://"));
-        let same = match (authority, host) {
+        let same = match (authority, req.header("host")) {
             (Some(a), Some(h)) => a.eq_ignore_ascii_case(h),
             _ => false,
         };
         if same || state.config.cors.allows(origin) {
             rsp.extra_headers = state.config.cors.answer_headers(origin);
         } else {
-            return Err(forbidden(
-                "cross-origin request refused (--cors-origins allows other sites)",
+            return Err(ApiError::new(
+                403,
+                "permission_error",
+                "cross-origin request refused: --cors-origins does not allow this Origin",
             ));
         }
     }

@@ -1,7 +1,7 @@
 //! llama-server's flags on a running server (SmolLM2): every flag of `llama-server --help`
 //! that takes no file and is not a refused feature, all at once with the help text's default
 //! values, still gives a server whose `/health` answers 200; and the server flags that act here
-//! (aliases and tags, API keys from a list and a file, `--no-slots`, `--api-prefix`, CORS,
+//! (aliases and tags, API keys from a list and a file, `--no-slots`, `--api-prefix`,
 //! `--no-cache-prompt`, `--kv-unified-per-slot`, several `--host` addresses, the `LLAMA_ARG_*`
 //! variables, `-n` as a bound on every request) behave as llama-server's README says.
 
@@ -174,90 +174,6 @@ fn variables_configure_the_server_and_the_command_line_wins() {
     assert_eq!(get(srv.port, "/", &[]).status, 200);
     assert_eq!(get(srv.port, "/slots", &[]).status, 200);
     assert_eq!(get(srv.port, "/props", &[]).json()["total_slots"], 2);
-}
-
-#[test]
-fn cors_as_llama_server_does_it_for_allowed_origins() {
-    let Some(srv) = start(&["--cors-origins", "http://app.example", "--api-key", "k"]) else {
-        return;
-    };
-    let app = [("Origin", "http://app.example")];
-    // A preflight is answered 200 without the API key, with the methods and headers allowed.
-    let r = send(
-        "127.0.0.1",
-        srv.port,
-        "OPTIONS",
-        "/v1/chat/completions",
-        &[
-            ("Origin", "http://app.example"),
-            ("Access-Control-Request-Method", "POST"),
-            (
-                "Access-Control-Request-Headers",
-                "authorization, content-type",
-            ),
-        ],
-        "",
-    );
-    assert_eq!(r.status, 200);
-    assert_eq!(
-        r.header("Access-Control-Allow-Origin"),
-        Some("http://app.example")
-    );
-    assert_eq!(r.header("Access-Control-Allow-Credentials"), Some("true"));
-    assert!(r
-        .header("Access-Control-Allow-Methods")
-        .is_some_and(|m| m.contains("POST") && m.contains("GET")));
-    assert_eq!(r.header("Access-Control-Allow-Headers"), Some("*"));
-    // The answer itself carries the origin too, errors included.
-    let r = get(srv.port, "/health", &app);
-    assert_eq!(r.status, 200);
-    assert_eq!(
-        r.header("Access-Control-Allow-Origin"),
-        Some("http://app.example")
-    );
-    let r = get(srv.port, "/v1/models", &app);
-    assert_eq!(r.status, 401);
-    assert_eq!(
-        r.header("Access-Control-Allow-Origin"),
-        Some("http://app.example")
-    );
-    // Another site is still refused.
-    let r = get(srv.port, "/health", &[("Origin", "http://evil.example")]);
-    assert_eq!(r.status, 403);
-    assert_eq!(r.header("Access-Control-Allow-Origin"), None);
-    drop(srv);
-
-    // `*`: every origin is echoed back; --no-cors-credentials drops the credentials header.
-    let srv = start(&["--cors-origins", "*", "--no-cors-credentials"]).unwrap();
-    let r = get(
-        srv.port,
-        "/health",
-        &[("Origin", "http://anywhere.example:3000")],
-    );
-    assert_eq!(r.status, 200);
-    assert_eq!(
-        r.header("Access-Control-Allow-Origin"),
-        Some("http://anywhere.example:3000")
-    );
-    assert_eq!(r.header("Access-Control-Allow-Credentials"), None);
-    // A streamed answer carries it as well.
-    let body = serde_json::json!({"prompt": "Hi", "n_predict": 2, "stream": true}).to_string();
-    let r = send(
-        "127.0.0.1",
-        srv.port,
-        "POST",
-        "/completion",
-        &[
-            ("Origin", "http://anywhere.example:3000"),
-            ("Content-Type", "application/json"),
-        ],
-        &body,
-    );
-    assert_eq!(r.status, 200);
-    assert_eq!(
-        r.header("Access-Control-Allow-Origin"),
-        Some("http://anywhere.example:3000")
-    );
 }
 
 #[test]

@@ -15,6 +15,7 @@ mod anthropic;
 mod api;
 mod builtin_templates;
 mod choices;
+mod cors;
 mod embeddings;
 mod end_to_end;
 mod flags;
