@@ -27,7 +27,7 @@ shift
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-all_targets=(gguf zip args tokenize_bpe tokenize_spm gbnf json_schema chat_template http_request json_request)
+all_targets=(gguf zip args tokenize_bpe tokenize_spm gbnf json_schema chat_template http_request json_request image mmproj)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
 for t in "${targets[@]}"; do
@@ -75,6 +75,68 @@ w.write_kv_data_to_file()
 w.write_tensors_to_file()
 w.close()
 EOF
+# image: tiny PNG (RGB, grey+alpha, 16-bit), BMP and GIF files, written with the standard
+# library; mmproj: a tiny LLaVA projector (4x4 input, width 4) with f32 tensors.
+python3 - "$seeds" <<'PYEOF' || die "could not write the image and mmproj seeds (pip install gguf)"
+import os, struct, sys, zlib
+import numpy as np
+from gguf import GGUFWriter
+root = sys.argv[1]
+def put(target, name, data):
+    os.makedirs(os.path.join(root, target), exist_ok=True)
+    with open(os.path.join(root, target, name), "wb") as f:
+        f.write(data)
+def png(w, h, depth, color, raw_rows):
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    ihdr = struct.pack(">IIBBBBB", w, h, depth, color, 0, 0, 0)
+    data = b"".join(b"\0" + r for r in raw_rows)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(data)) + chunk(b"IEND", b"")
+put("image", "rgb.png", png(3, 2, 8, 2, [bytes(range(9)), bytes(range(100, 109))]))
+put("image", "grey-alpha.png", png(2, 2, 8, 4, [b"\x10\xff\x20\x80", b"\x30\x00\x40\x7f"]))
+put("image", "rgb16.png", png(1, 2, 16, 2, [bytes(range(6)), bytes(range(6, 12))]))
+row = b"\x00\x00\xff\x00\xff\x00" + b"\x00\x00"  # two BGR pixels, padded to 4 bytes
+pixels = row * 2
+put("image", "tiny.bmp", b"BM" + struct.pack("<IHHI", 54 + len(pixels), 0, 0, 54)
+    + struct.pack("<IiiHHIIiiII", 40, 2, 2, 1, 24, 0, len(pixels), 2835, 2835, 0, 0) + pixels)
+put("image", "tiny.gif", bytes.fromhex(
+    "474946383961020002008000" "00ff0000" "0000ff" "21f90401000000002c00000000020002000002028451003b"))
+w = GGUFWriter(os.path.join(root, "tiny-mmproj.gguf"), "clip")
+w.add_bool("clip.has_vision_encoder", True)
+w.add_string("clip.projector_type", "mlp")
+for k, v in [("image_size", 4), ("patch_size", 2), ("embedding_length", 4),
+             ("feed_forward_length", 8), ("attention.head_count", 2), ("block_count", 2)]:
+    w.add_uint32("clip.vision." + k, v)
+w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-5)
+w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+w.add_array("clip.vision.image_std", [0.25, 0.25, 0.25])
+rng = np.random.default_rng(7)
+def t(name, *shape):
+    w.add_tensor(name, (rng.standard_normal(shape) * 0.5).astype(np.float32))
+t("v.patch_embd.weight", 4, 3, 2, 2)
+t("v.class_embd", 4)
+t("v.position_embd.weight", 5, 4)
+t("v.pre_ln.weight", 4)
+t("v.pre_ln.bias", 4)
+for il in range(2):
+    for p in ("attn_q", "attn_k", "attn_v", "attn_out"):
+        t(f"v.blk.{il}.{p}.weight", 4, 4)
+        t(f"v.blk.{il}.{p}.bias", 4)
+    for p in ("ln1", "ln2"):
+        t(f"v.blk.{il}.{p}.weight", 4)
+        t(f"v.blk.{il}.{p}.bias", 4)
+    t(f"v.blk.{il}.ffn_up.weight", 8, 4)
+    t(f"v.blk.{il}.ffn_down.weight", 4, 8)
+t("mm.0.weight", 8, 4)
+t("mm.0.bias", 8)
+t("mm.2.weight", 8, 8)
+t("mm.2.bias", 8)
+w.write_header_to_file()
+w.write_kv_data_to_file()
+w.write_tensors_to_file()
+w.close()
+PYEOF
+seed mmproj tiny <"$seeds/tiny-mmproj.gguf"
 seed args example <.args.example
 printf -- '-m\nmodel.gguf\n--temp 0.7\n"quoted arg"\n...\n' | seed args quoted
 zipalign_bin=target/release/zipalign
@@ -136,6 +198,7 @@ export LLAMAFILE_FUZZ_SLOT_DIR="$seeds/slot-sandbox"
 max_len() {
   case $1 in
     tokenize_bpe | tokenize_spm) echo 1024 ;;
+    mmproj) echo 16384 ;; # the smallest projector takes ~6 KB
     *) echo 4096 ;;
   esac
 }

@@ -197,7 +197,7 @@ fn hparams(file: &GgufFile) -> Result<VisionHparams, VisionError> {
     };
     let n_embd = u("clip.vision.embedding_length")?;
     let n_head = u("clip.vision.attention.head_count")?;
-    if n_embd % n_head != 0 {
+    if !n_embd.is_multiple_of(n_head) {
         return Err(VisionError::BadValue(
             "clip.vision.attention.head_count".into(),
             format!("{n_head} does not divide the width {n_embd}"),
@@ -219,7 +219,7 @@ fn hparams(file: &GgufFile) -> Result<VisionHparams, VisionError> {
     }
     let image_size = u("clip.vision.image_size")?;
     let patch_size = u("clip.vision.patch_size")?;
-    if image_size % patch_size != 0 || image_size > 4096 {
+    if !image_size.is_multiple_of(patch_size) || image_size > 4096 {
         return Err(VisionError::BadValue(
             "clip.vision.image_size".into(),
             format!("{image_size} (patch size {patch_size})"),
@@ -329,6 +329,13 @@ impl Lookup<'_> {
                 name: name.to_string(),
                 want: dims.to_vec(),
                 got,
+            });
+        }
+        // Rows are read one by one: each must be whole blocks of the type.
+        if !dims[0].is_multiple_of(info.ty.block_elems()) {
+            return Err(VisionError::WeightType {
+                name: name.to_string(),
+                ty: info.ty,
             });
         }
         Ok(Tensor { info: info.clone() })

@@ -54,7 +54,10 @@ pub enum VisionError {
         want: Vec<usize>,
         got: Vec<usize>,
     },
-    #[error("projector: tensor '{name}' has type {ty}, which cannot be a weight here")]
+    #[error(
+        "projector: tensor '{name}' has type {ty}, which cannot be a weight here (no dot \
+         product, or rows that are not whole blocks)"
+    )]
     WeightType { name: String, ty: GgmlType },
     #[error(
         "projector: tensor '{0}' is not read by this engine's encoder (a variant of the \

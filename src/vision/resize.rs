@@ -78,6 +78,9 @@ fn taps(in_len: usize, out_len: usize, filter: Filter) -> Taps {
     let scale = in_len as f64 / out_len as f64;
     let filter_scale = scale.max(1.0);
     let support = filter.support() * filter_scale;
+    // Distances are scaled by multiplying with the reciprocal, not by dividing: the weights
+    // are rounded to fixed point, where the last bit of a double can flip a pixel.
+    let inv_scale = 1.0 / filter_scale;
     let mut start = Vec::with_capacity(out_len);
     let mut weights = Vec::with_capacity(out_len);
     for o in 0..out_len {
@@ -87,7 +90,7 @@ fn taps(in_len: usize, out_len: usize, filter: Filter) -> Taps {
         let hi = ((center + support + 0.5) as i64).min(in_len as i64) as usize;
         let hi = hi.max(lo);
         let raw: Vec<f64> = (lo..hi)
-            .map(|i| filter.weight((i as f64 - center + 0.5) / filter_scale))
+            .map(|i| filter.weight((i as f64 - center + 0.5) * inv_scale))
             .collect();
         let total: f64 = raw.iter().sum();
         let fixed = raw
