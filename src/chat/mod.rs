@@ -48,6 +48,8 @@ pub fn run_from_cli(
         n_batch: cli.forward_batch(),
         n_predict: cli.n_predict,
         template_kwargs: cli.reasoning.template_kwargs(),
+        reasoning_budget: cli.reasoning.budget(),
+        reasoning_budget_message: cli.reasoning.reasoning_budget_message.clone(),
     };
     let stdin = std::io::stdin();
     run_chat(

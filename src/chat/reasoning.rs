@@ -34,6 +34,32 @@ pub fn opens_thinking(prompt: &str) -> bool {
     prompt.trim_end().ends_with(OPEN)
 }
 
+/// Whether replies to `template` (its source) or to `prompt` think between the tags.
+pub fn thinks(template: &str, prompt: &str) -> bool {
+    template.contains(CLOSE) || opens_thinking(prompt)
+}
+
+/// The thinking budget of a reply to `prompt`: `tokens` a thought (`None`: unlimited, which
+/// still tells a lazy grammar where thoughts are), then `message` and the end tag are forced.
+pub fn budget_spec(
+    tok: &crate::tokenizer::Tokenizer,
+    tokens: Option<usize>,
+    message: &str,
+    prompt: &str,
+) -> crate::sampling::BudgetSpec {
+    let encode = |text: &str| tok.encode(text, false, true);
+    let end = encode(CLOSE);
+    let mut forced = encode(message);
+    forced.extend_from_slice(&end);
+    crate::sampling::BudgetSpec {
+        start: encode(OPEN),
+        ends: vec![end],
+        forced,
+        tokens: tokens.unwrap_or(usize::MAX),
+        starts_inside: opens_thinking(prompt),
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stage {
     /// Not known yet whether the reply starts with a thought.

@@ -2,6 +2,7 @@
 //! whole conversation is rendered with the chat template and only the tokens after the part
 //! already in the KV cache are fed, so a long conversation costs one turn per turn.
 
+use super::reasoning::{budget_spec, thinks};
 use super::{ChatTemplate, Message, RenderOptions};
 use crate::engine::session::Session;
 use crate::engine::PlacedModel;
@@ -22,6 +23,9 @@ pub struct ChatOptions {
     pub n_predict: i64,
     /// Variables the template is given (`--chat-template-kwargs`, `enable_thinking`).
     pub template_kwargs: serde_json::Map<String, serde_json::Value>,
+    /// Tokens a thought may run (`None`: unlimited) and the text forced before its end tag.
+    pub reasoning_budget: Option<usize>,
+    pub reasoning_budget_message: String,
 }
 
 /// Reads user lines from `input` until end of input (or `/exit`), writing answers to `out`.
@@ -39,7 +43,8 @@ pub fn run_chat(
         .map(|s| Message::new("system", s.clone()))
         .collect();
     let mut session = Session::new(model, opts.n_ctx, opts.n_batch);
-    let mut sampler = Sampler::new(opts.sampling.clone(), Arc::new(TokenVocab::new(tok)));
+    let vocab = Arc::new(TokenVocab::new(tok));
+    let mut sampler = Sampler::new(opts.sampling.clone(), vocab.clone());
     let render = RenderOptions {
         add_generation_prompt: true,
         tools: None,
@@ -62,7 +67,8 @@ pub fn run_chat(
             return Ok(());
         }
         messages.push(Message::new("user", text));
-        let mut tokens = tok.encode(&template.render_with(&messages, &render)?, true, true);
+        let mut text = template.render_with(&messages, &render)?;
+        let mut tokens = tok.encode(&text, true, true);
         // Keep a quarter of the context for the answer: drop the oldest exchanges (never the
         // system message or the new question) until the conversation fits.
         let mut dropped = 0;
@@ -75,7 +81,8 @@ pub fn run_chat(
                 }
                 _ => break,
             }
-            tokens = tok.encode(&template.render_with(&messages, &render)?, true, true);
+            text = template.render_with(&messages, &render)?;
+            tokens = tok.encode(&text, true, true);
         }
         if dropped > 0 {
             writeln!(
@@ -101,6 +108,13 @@ pub fn run_chat(
         let mut answer = String::new();
         let mut write_failed = false;
         sampler.reset_grammar();
+        if opts.reasoning_budget.is_some() && thinks(template.source(), &text) {
+            // The budget starts inside a thought when this turn's prompt opens one.
+            let mut params = opts.sampling.clone();
+            let message = &opts.reasoning_budget_message;
+            params.reasoning_budget = Some(budget_spec(tok, opts.reasoning_budget, message, &text));
+            sampler = Sampler::new(params, vocab.clone());
+        }
         session.generate(
             logits,
             &mut sampler,

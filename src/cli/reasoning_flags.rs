@@ -1,6 +1,7 @@
 //! llama-server's reasoning flags that act here: where thoughts go (`--reasoning-format`),
 //! whether templates think at all (`-rea/--reasoning`, and `--reasoning-budget 0`, which ends
-//! thinking before it starts), and `--skip-chat-parsing` (replies are all content: no
+//! thinking before it starts), how long a thought may run (`--reasoning-budget N`,
+//! `--reasoning-budget-message`), and `--skip-chat-parsing` (replies are all content: no
 //! reasoning or tool calls read out of them), and the variables every chat template is given
 //! (`--chat-template-kwargs`, with `enable_thinking` from the flags above).
 
@@ -34,7 +35,8 @@ pub struct ReasoningArgs {
     pub reasoning: String,
 
     /// Token budget for thinking: -1 unrestricted, 0 no thinking (templates get
-    /// enable_thinking = false). Other budgets are not built.
+    /// enable_thinking = false, and a thought that opens anyway is closed at once), N > 0: a
+    /// thought that reaches N tokens is closed (the message, then the end tag, are forced).
     #[arg(
         long = "reasoning-budget",
         value_name = "N",
@@ -43,6 +45,16 @@ pub struct ReasoningArgs {
         env = "LLAMA_ARG_THINK_BUDGET"
     )]
     pub reasoning_budget: i64,
+
+    /// Text forced before the end-of-thinking tag when the budget runs out.
+    #[arg(
+        long = "reasoning-budget-message",
+        value_name = "MESSAGE",
+        default_value = "",
+        hide_default_value = true,
+        env = "LLAMA_ARG_THINK_BUDGET_MESSAGE"
+    )]
+    pub reasoning_budget_message: String,
 
     /// Read nothing out of chat replies: reasoning and tool calls stay in `content`.
     #[arg(long = "skip-chat-parsing", overrides_with = "no_skip_chat_parsing")]
@@ -81,12 +93,17 @@ impl ReasoningArgs {
             self.kwargs = parse_kwargs(text)?;
         }
         match self.reasoning_budget {
-            -1 | 0 => Ok(()),
+            n if n >= -1 => Ok(()),
             n => Err(format!(
-                "--reasoning-budget {n}: only -1 (unrestricted) and 0 (no thinking) are supported; \
-                 thinking budgets of N tokens are not built"
+                "--reasoning-budget {n}: expected -1 (unrestricted), 0 (no thinking) or a \
+                 number of tokens"
             )),
         }
+    }
+
+    /// The budget a thought has: `None` unlimited.
+    pub fn budget(&self) -> Option<usize> {
+        usize::try_from(self.reasoning_budget).ok()
     }
 
     /// The name of where thoughts go: `none` with `--skip-chat-parsing`, else the flag's.

@@ -347,14 +347,6 @@ pub const FLAGS: &[Flag] = &[
             "passing a reasoning effort to chat templates",
         ),
     ),
-    valued(
-        &["reasoning-budget-message"],
-        &[],
-        "MESSAGE",
-        Check::Text,
-        Some("LLAMA_ARG_THINK_BUDGET_MESSAGE"),
-        Effect::NoOp("only token budgets for thinking inject it, and they are not built"),
-    ),
     switch(
         &["reasoning-preserve"],
         &[],

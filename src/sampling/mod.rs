@@ -21,6 +21,7 @@ pub mod logprobs;
 mod min_p;
 mod mirostat;
 mod penalties;
+pub mod reasoning_budget;
 mod rng;
 mod temperature;
 mod top_k;
@@ -32,6 +33,7 @@ mod xtc;
 
 pub use candidates::{Candidate, Candidates};
 pub use grammar::Grammar;
+pub use reasoning_budget::{BudgetSpec, ReasoningBudget};
 pub use rng::{random_seed, resolve_seed, Rng};
 pub use vocab::TokenVocab;
 
@@ -141,6 +143,14 @@ impl SamplerKind {
     }
 }
 
+/// Where `needle` first occurs in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() {
+        return None;
+    }
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
 /// Sampling settings, named after llama.cpp's flags, with its defaults.
 #[derive(Clone, Debug)]
 pub struct SamplingParams {
@@ -185,6 +195,11 @@ pub struct SamplingParams {
     pub seed: u64,
     /// Output must match this grammar.
     pub grammar: Option<Arc<Grammar>>,
+    /// Non-empty: the grammar is lazy, as llama.cpp's: output is free until one of these
+    /// strings appears, and the grammar then holds from where it starts (a tool call).
+    pub grammar_triggers: Vec<String>,
+    /// A token budget for thinking: spent, the end of the thought is forced.
+    pub reasoning_budget: Option<BudgetSpec>,
 }
 
 impl Default for SamplingParams {
@@ -216,6 +231,8 @@ impl Default for SamplingParams {
             samplers: SamplerKind::DEFAULT.to_vec(),
             seed: 0,
             grammar: None,
+            grammar_triggers: Vec::new(),
+            reasoning_budget: None,
         }
     }
 }
@@ -228,6 +245,9 @@ pub struct Sampler {
     breakers: dry::Breakers,
     mirostat: mirostat::Mirostat,
     matcher: Option<grammar::Matcher>,
+    /// A lazy grammar not yet triggered: the reply's bytes so far.
+    untriggered: Option<Vec<u8>>,
+    budget: Option<ReasoningBudget>,
     /// Set while [`Sampler::sample_with_probs`] runs: the chain keeps what it left.
     capture: bool,
     /// The candidates the last chain run left, with their probabilities, most likely first.
@@ -247,22 +267,35 @@ impl Sampler {
         };
         let mirostat =
             mirostat::Mirostat::new(params.mirostat, params.mirostat_tau, params.mirostat_eta);
-        let matcher = params.grammar.clone().map(grammar::Matcher::new);
-        Sampler {
+        let budget = params.reasoning_budget.clone().map(ReasoningBudget::new);
+        let mut s = Sampler {
             params,
             vocab,
             rng,
             breakers,
             mirostat,
-            matcher,
+            matcher: None,
+            untriggered: None,
+            budget,
             capture: false,
             captured: Vec::new(),
-        }
+        };
+        s.reset_grammar();
+        s
     }
 
-    /// Starts the grammar over, for a new answer in the same conversation.
+    /// Starts the grammar (and the thinking budget) over, for a new answer in the same
+    /// conversation.
     pub fn reset_grammar(&mut self) {
-        self.matcher = self.params.grammar.clone().map(grammar::Matcher::new);
+        let lazy = !self.params.grammar_triggers.is_empty();
+        self.matcher = match lazy {
+            true => None,
+            false => self.params.grammar.clone().map(grammar::Matcher::new),
+        };
+        self.untriggered = (lazy && self.params.grammar.is_some()).then(Vec::new);
+        if let Some(b) = self.budget.as_mut() {
+            b.reset();
+        }
     }
 
     /// The settings this chain was built with.
@@ -271,8 +304,63 @@ impl Sampler {
     }
 
     /// Picks the next token from `logits`, given the tokens seen so far (for penalties and
-    /// DRY), and moves the grammar past it.
+    /// DRY), and moves the grammar past it; while the thinking budget forces the end of a
+    /// thought, that token.
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
+        let id = match self.budget.as_ref().and_then(ReasoningBudget::forced) {
+            Some(forced) => {
+                if self.grammar_allows(forced) {
+                    self.grammar_accept(forced);
+                }
+                if self.capture {
+                    self.captured = vec![(forced, 1.0)];
+                }
+                forced
+            }
+            None => self.sample_constrained(logits, history),
+        };
+        let piece = self.vocab.piece(id);
+        if let Some(b) = self.budget.as_mut() {
+            b.accept(id, reasoning_budget::utf8_complete(piece));
+        }
+        self.watch_triggers(id);
+        id
+    }
+
+    /// A lazy grammar's wait: once a trigger is in the reply (outside a thought), the grammar
+    /// takes the text from the trigger on, and holds from then; text it cannot take drops it.
+    fn watch_triggers(&mut self, id: u32) {
+        let Some(text) = self.untriggered.as_mut() else {
+            return;
+        };
+        if self.budget.as_ref().is_some_and(ReasoningBudget::thinking) {
+            text.clear();
+            return;
+        }
+        // Only where a trigger could end in the new bytes: the rest was searched before.
+        let longest = self.params.grammar_triggers.iter().map(String::len).max();
+        let from = text.len().saturating_sub(longest.unwrap_or(0));
+        text.extend_from_slice(self.vocab.piece(id));
+        let start = self
+            .params
+            .grammar_triggers
+            .iter()
+            .filter_map(|t| find(&text[from..], t.as_bytes()))
+            .min()
+            .map(|at| from + at);
+        let (Some(start), Some(g)) = (start, self.params.grammar.clone()) else {
+            return;
+        };
+        let mut m = grammar::Matcher::new(g);
+        if m.accepts(&text[start..]) {
+            m.advance(&text[start..]);
+            self.matcher = Some(m);
+        }
+        self.untriggered = None;
+    }
+
+    /// The chain, then the grammar.
+    fn sample_constrained(&mut self, logits: &[f32], history: &[u32]) -> u32 {
         if self.matcher.is_none() {
             return self.run_chain(logits, history);
         }
@@ -616,5 +704,80 @@ mod tests {
         assert_eq!(s.sample(&[0.0, 1.0, 0.0, 9.0, 8.0], &[]), 1);
         // Now it is.
         assert_eq!(s.sample(&[0.0, 1.0, 0.0, 9.0, 8.0], &[]), 4);
+    }
+
+    /// A vocabulary of these pieces, the last one ending generation.
+    fn words(pieces: &[&str]) -> Arc<TokenVocab> {
+        let boxed = pieces.iter().map(|p| p.as_bytes().into()).collect();
+        Arc::new(TokenVocab::from_pieces(
+            boxed,
+            vec![pieces.len() as u32 - 1],
+        ))
+    }
+
+    /// Greedy over logits that prefer token `want[i]` at step `i`.
+    fn prefer(s: &mut Sampler, n_vocab: usize, want: &[u32]) -> Vec<u32> {
+        let mut out = Vec::new();
+        for &w in want {
+            let mut logits = vec![0.0; n_vocab];
+            logits[w as usize] = 5.0;
+            out.push(s.sample(&logits, &out));
+        }
+        out
+    }
+
+    #[test]
+    fn a_lazy_grammar_holds_only_from_its_trigger() {
+        // 0 "hi " 1 "<call>" 2 "x" 3 "y" 4 "</call>" 5 eog
+        let v = words(&["hi ", "<call>", "x", "y", "</call>", ""]);
+        let g = Grammar::parse(r#"root ::= "<call>" "x"+ "</call>""#).unwrap();
+        let params = SamplingParams {
+            temperature: 0.0,
+            grammar: Some(Arc::new(g)),
+            grammar_triggers: vec!["<call>".into()],
+            ..Default::default()
+        };
+        let mut s = Sampler::new(params.clone(), v.clone());
+        // Free before the trigger ("y" twice), held to "x" after it, then the call must close.
+        assert_eq!(prefer(&mut s, 6, &[3, 0, 1, 3, 2, 4]), [3, 0, 1, 2, 2, 4]);
+        // Not lazy: the same grammar refuses "y" and "hi " from the start.
+        let eager = SamplingParams {
+            grammar_triggers: vec![],
+            ..params.clone()
+        };
+        let mut s = Sampler::new(eager, v.clone());
+        assert_eq!(prefer(&mut s, 6, &[3, 0]), [1, 2]);
+        // Never triggered: never held.
+        let mut s = Sampler::new(params, v);
+        assert_eq!(prefer(&mut s, 6, &[3, 3, 0]), [3, 3, 0]);
+    }
+
+    #[test]
+    fn the_thinking_budget_forces_the_end_through_the_sampler() {
+        // 0 "<think>" 1 "a" 2 "</think>" 3 "Done." 4 "b" 5 eog
+        let v = words(&["<think>", "a", "</think>", "Done.", "b", ""]);
+        let params = SamplingParams {
+            temperature: 0.0,
+            reasoning_budget: Some(BudgetSpec {
+                start: vec![0],
+                ends: vec![vec![2]],
+                forced: vec![3, 2],
+                tokens: 2,
+                starts_inside: false,
+            }),
+            // The end tag triggers the grammar (but not while inside the thought).
+            grammar: Some(Arc::new(
+                Grammar::parse(r#"root ::= "</think>" "b"+"#).unwrap(),
+            )),
+            grammar_triggers: vec!["</think>".into()],
+            ..Default::default()
+        };
+        let mut s = Sampler::new(params, v);
+        let out = prefer(&mut s, 6, &[0, 1, 1, 1, 1, 1]);
+        assert_eq!(out, [0, 1, 1, 3, 2, 4]);
+        s.reset_grammar();
+        let out = prefer(&mut s, 6, &[0, 1, 1]);
+        let (id, probs) = s.sample_with_probs(&[0.0, 5.0, 0.0, 0.0, 0.0, 0.0], &out);
+        assert_eq!((id, probs), (3, vec![(3, 1.0)]));
     }
 }

@@ -156,7 +156,50 @@ pub fn sampling_params(o: &Obj, state: &State) -> Result<SamplingParams, ApiErro
     if let Some(g) = request_grammar(o)? {
         p.grammar = Some(Arc::new(g));
     }
+    p.grammar_triggers = lazy_triggers(o)?;
     Ok(p)
+}
+
+/// llama-server's `grammar_lazy` with `grammar_triggers` (`[{"type": 1, "value": "<call>"}]`:
+/// words, or `type` 0 with a `token` that is the word): the grammar holds from where the
+/// first trigger starts. Patterns (types 2 and 3) are refused, naming the trigger.
+fn lazy_triggers(o: &Obj) -> Result<Vec<String>, ApiError> {
+    if !o.bool("grammar_lazy")?.unwrap_or(false) {
+        return Ok(Vec::new());
+    }
+    let Some(items) = o.array("grammar_triggers")? else {
+        return Err(ApiError::field(
+            "grammar_triggers",
+            "a lazy grammar needs at least one trigger",
+        ));
+    };
+    let mut words = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let path = format!("grammar_triggers[{i}]");
+        let t = Obj::at(item, &path)?;
+        let word = t.required_str("value")?;
+        match t.int_in("type", 0..=3)? {
+            Some(0) | Some(1) => {}
+            Some(_) => {
+                return Err(ApiError::field(
+                    &t.path_of("type"),
+                    "pattern triggers are not supported; give the word (type 1)",
+                ))
+            }
+            None => return Err(ApiError::field(&t.path_of("type"), "is required")),
+        }
+        if word.is_empty() {
+            return Err(ApiError::field(&t.path_of("value"), "is empty"));
+        }
+        words.push(word.to_string());
+    }
+    if words.is_empty() {
+        return Err(ApiError::field(
+            "grammar_triggers",
+            "a lazy grammar needs at least one trigger",
+        ));
+    }
+    Ok(words)
 }
 
 fn string_items(items: &[Value], field: &str) -> Result<Vec<String>, ApiError> {

@@ -128,6 +128,10 @@ pub struct ServerConfig {
     /// from `--reasoning on|off` or `--reasoning-budget 0`); a request's `chat_template_kwargs`
     /// wins.
     pub template_kwargs: serde_json::Map<String, serde_json::Value>,
+    /// Tokens a thought may run (`--reasoning-budget`; `None`: unlimited), and the text forced
+    /// before its end tag when they run out (`--reasoning-budget-message`).
+    pub reasoning_budget: Option<usize>,
+    pub reasoning_budget_message: String,
     /// Replies are all content: no tool calls are read out of them (`--skip-chat-parsing`).
     pub skip_chat_parsing: bool,
 }
@@ -229,6 +233,8 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
         )
         .unwrap_or(crate::chat::reasoning::ReasoningFormat::Deepseek),
         template_kwargs: cli.reasoning.template_kwargs(),
+        reasoning_budget: cli.reasoning.budget(),
+        reasoning_budget_message: cli.reasoning.reasoning_budget_message.clone(),
         skip_chat_parsing: cli.reasoning.skip_chat_parsing,
         static_path: directory(cli.srv.static_path.as_deref(), "--path")?,
     })

@@ -12,9 +12,12 @@ use super::protocol::{GenParams, Summary};
 use super::response::{Responder, Response};
 use super::tools::{Choice, Tools};
 use super::State;
-use crate::chat::reasoning::{opens_thinking, ReasoningFormat, Split, ThinkSplitter};
+use crate::chat::reasoning::{
+    budget_spec, opens_thinking, thinks, ReasoningFormat, Split, ThinkSplitter,
+};
 use crate::chat::tool_call::{Format, Reply};
 use crate::chat::{Message, RenderOptions, ToolCall};
+use crate::sampling::BudgetSpec;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -285,18 +288,27 @@ pub fn prepare_chat(
     } = chat_prompt(state, o)?;
     if let (Some(t), Some(f)) = (&tools, format) {
         if let Some(g) = t.grammar(f)? {
-            if let Some(k) = ["grammar", "json_schema", "response_format"]
+            let own = ["grammar", "json_schema", "response_format"]
                 .into_iter()
-                .find(|k| o.get(k).is_some())
-            {
-                return Err(ApiError::field(
-                    "tool_choice",
-                    format!("a forced tool call cannot be combined with '{k}'"),
-                ));
+                .find(|k| o.get(k).is_some());
+            match own {
+                // The request's own grammar holds; an `auto` call is read from the text.
+                Some(_) if !g.triggers.is_empty() => {}
+                Some(k) => {
+                    return Err(ApiError::field(
+                        "tool_choice",
+                        format!("a forced tool call cannot be combined with '{k}'"),
+                    ))
+                }
+                None => {
+                    params.sampling.grammar = Some(Arc::new(g.grammar));
+                    params.sampling.grammar_triggers = g.triggers;
+                }
             }
-            params.sampling.grammar = Some(Arc::new(g));
         }
     }
+    let lazy = !params.sampling.grammar_triggers.is_empty();
+    params.sampling.reasoning_budget = thinking_budget(state, o, &text, lazy)?;
     let prompt = state.loaded.tokenizer.encode(&text, true, true);
     check_prompt(state, &prompt, "messages")?;
     let specs = tools.map(|t| t.specs).unwrap_or_default();
@@ -305,6 +317,35 @@ pub fn prepare_chat(
         params,
         reader: ReplyReader::new(think, format, specs),
     })
+}
+
+/// The thinking budget of a reply to `prompt`, where the template thinks: llama-server's
+/// `reasoning_budget_tokens` (or `thinking_budget_tokens`; -1 or absent: `--reasoning-budget`)
+/// and `reasoning_budget_message`. An unlimited budget is still kept with a lazy tool-call
+/// grammar, which must not start inside a thought.
+fn thinking_budget(
+    state: &State,
+    o: &Obj,
+    prompt: &str,
+    lazy: bool,
+) -> Result<Option<BudgetSpec>, ApiError> {
+    let asked = match o.int_in("reasoning_budget_tokens", -1..=1 << 30)? {
+        Some(n) => Some(n),
+        None => o.int_in("thinking_budget_tokens", -1..=1 << 30)?,
+    };
+    let tokens = match asked {
+        None | Some(-1) => state.config.reasoning_budget,
+        Some(n) => Some(n as usize),
+    };
+    if !thinks(state.template.source(), prompt) || (tokens.is_none() && !lazy) {
+        return Ok(None);
+    }
+    let message = match o.str("reasoning_budget_message")? {
+        Some(m) => m,
+        None => &state.config.reasoning_budget_message,
+    };
+    let tok = &state.loaded.tokenizer;
+    Ok(Some(budget_spec(tok, tokens, message, prompt)))
 }
 
 /// Runs a request of another API converted to a chat request (`chat`, in OpenAI's shape),

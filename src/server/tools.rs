@@ -2,7 +2,9 @@
 //! `[{"type": "function", "function": {"name", "description", "parameters"}}]`), rendered by the
 //! model's template; `tool_choice` (`auto`, `none`, `required`, or a named function) and
 //! `parallel_tool_calls`. A forced choice constrains the reply with a grammar of calls in the
-//! template's format, so the call always parses and its arguments match the tool's schema.
+//! template's format, so the call always parses and its arguments match the tool's schema;
+//! with `auto` the same grammar is lazy, as llama.cpp's: the reply is free until a call
+//! starts (one of the format's trigger strings), and the call is held to the grammar.
 
 use super::error::ApiError;
 use super::json::{kind, Obj};
@@ -94,12 +96,18 @@ impl Tools {
         }))
     }
 
-    /// The grammar a forced choice puts on the reply, in `format`; `None` for `auto` and
-    /// `none`. A tool whose schema no grammar can express is refused, naming the tool.
-    pub fn grammar(&self, format: Format) -> Result<Option<Grammar>, ApiError> {
+    /// The grammar the choice puts on the reply, in `format`: from the start for a forced
+    /// choice; from a trigger on for `auto` (`None` where the format has no trigger); `None`
+    /// for `none`. A tool whose schema no grammar can express is refused, naming the tool.
+    pub fn grammar(&self, format: Format) -> Result<Option<CallGrammar>, ApiError> {
+        let triggers = match self.choice {
+            Choice::Auto if format.triggers().is_empty() => return Ok(None),
+            Choice::Auto => format.triggers().iter().map(|t| t.to_string()).collect(),
+            _ => Vec::new(),
+        };
         let specs: Vec<ToolSpec> = match &self.choice {
-            Choice::Auto | Choice::None => return Ok(None),
-            Choice::Required => self.specs.clone(),
+            Choice::None => return Ok(None),
+            Choice::Auto | Choice::Required => self.specs.clone(),
             Choice::Function(name) => self
                 .specs
                 .iter()
@@ -132,8 +140,16 @@ impl Tools {
                 ),
             )
         })?;
-        Ok(Some(grammar))
+        Ok(Some(CallGrammar { grammar, triggers }))
     }
+}
+
+/// The grammar of a request's tool calls.
+#[derive(Debug)]
+pub struct CallGrammar {
+    pub grammar: Grammar,
+    /// Non-empty: the grammar is lazy and starts where one of these does.
+    pub triggers: Vec<String>,
 }
 
 fn read_choice(o: &Obj, specs: &[ToolSpec]) -> Result<Choice, ApiError> {
@@ -206,11 +222,18 @@ mod tests {
         assert_eq!(t.choice, Choice::Function("get_weather".into()));
         assert!(t.parallel);
         assert!(read(json!({"tools": []})).unwrap().is_none());
-        assert!(t.grammar(Format::Hermes).unwrap().is_some());
+        let forced = t.grammar(Format::Hermes).unwrap().unwrap();
+        assert!(forced.triggers.is_empty());
         let auto = read(json!({"tools": [weather()], "tool_choice": "auto"}))
             .unwrap()
             .unwrap();
-        assert!(auto.grammar(Format::Hermes).unwrap().is_none());
+        let lazy = auto.grammar(Format::Hermes).unwrap().unwrap();
+        assert_eq!(lazy.triggers, ["<tool_call>"]);
+        assert!(auto.grammar(Format::Generic).unwrap().is_none());
+        let none = read(json!({"tools": [weather()], "tool_choice": "none"}))
+            .unwrap()
+            .unwrap();
+        assert!(none.grammar(Format::Hermes).unwrap().is_none());
     }
 
     #[test]

@@ -140,3 +140,55 @@ fn chat_template_kwargs_flag() {
         "{err}"
     );
 }
+
+/// A thinking budget: the thought SmolLM2 never ends is closed after N tokens by forcing the
+/// budget message and `</think>`, and the reply goes on as content. From the flag
+/// (`--reasoning-budget`, `--reasoning-budget-message`) or the request's
+/// `reasoning_budget_tokens` and `reasoning_budget_message`.
+#[test]
+fn a_spent_thinking_budget_closes_the_thought() {
+    let flags = [
+        "--chat-template",
+        THINKING,
+        "--reasoning-budget",
+        "4",
+        "--reasoning-budget-message",
+        " Time is up.",
+    ];
+    let Some(s) = start(&flags) else { return };
+    let body = chat(json!({"max_tokens": 24}));
+    let v = post(s.port, "/v1/chat/completions", &body).json();
+    let message = &v["choices"][0]["message"];
+    let reasoning = message["reasoning_content"].as_str().unwrap();
+    assert!(reasoning.ends_with(" Time is up."), "{v}");
+    // Unbudgeted, this thought runs to the limit; closed, the model goes on to its answer
+    // (SmolLM2 ends there at once).
+    let content = message["content"].as_str().unwrap();
+    assert!(
+        !content.is_empty() || v["choices"][0]["finish_reason"] == "stop",
+        "{v}"
+    );
+    assert!(!reasoning.contains("</think>"), "{v}");
+
+    // The request's own budget and message win; -1 keeps the server's.
+    let own = chat(
+        json!({"max_tokens": 24, "reasoning_budget_tokens": 1, "reasoning_budget_message": " Done."}),
+    );
+    let v = post(s.port, "/v1/chat/completions", &own).json();
+    let reasoning = v["choices"][0]["message"]["reasoning_content"]
+        .as_str()
+        .unwrap();
+    assert!(reasoning.ends_with("Done."), "{v}");
+    assert!(reasoning.len() < " Time is up.".len() + 40, "{v}");
+    let same = chat(json!({"max_tokens": 24, "reasoning_budget_tokens": -1}));
+    let again = post(s.port, "/v1/chat/completions", &same).json();
+    assert_eq!(
+        again["choices"][0]["message"],
+        message.clone(),
+        "-1 is the server's budget"
+    );
+    let bad = chat(json!({"reasoning_budget_tokens": -2}));
+    let r = post(s.port, "/v1/chat/completions", &bad);
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["error"]["param"], "reasoning_budget_tokens");
+}

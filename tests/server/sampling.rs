@@ -273,3 +273,41 @@ fn logprobs_penalties_and_bias() {
     );
     assert_eq!(dry["generation_settings"]["dry_multiplier"], 2.0);
 }
+
+/// llama-server's lazy grammar (`grammar_lazy` with word `grammar_triggers`): the text is free
+/// until a trigger appears, then held to the grammar from the trigger on; a grammar the
+/// triggered text does not fit is dropped. Pattern triggers are refused by name.
+#[test]
+fn a_lazy_grammar_holds_from_its_trigger() {
+    let Some(s) = start() else { return };
+    let ask = |extra: Value| {
+        let mut body = json!({"prompt": "Paris is a city in", "n_predict": 24, "temperature": 0});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        post(&s, "/completion", &body)
+    };
+    let (_, free) = ask(json!({}));
+    let free = free["content"].as_str().unwrap().to_string();
+    let word = " Mediterranean";
+    let Some(at) = free.find(word) else {
+        panic!("SmolLM2's greedy text changed: {free:?}")
+    };
+    let grammar = format!("root ::= \"{word}\" \"!!\"");
+    let lazy = json!({"grammar": grammar, "grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": word}]});
+    let (status, v) = ask(lazy);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        v["content"],
+        format!("{}!!", &free[..at + word.len()]),
+        "{v}"
+    );
+    // The same grammar, not lazy, holds from the first token.
+    let (_, eager) = ask(json!({ "grammar": grammar }));
+    assert_eq!(eager["content"], format!("{word}!!"), "{eager}");
+    let (status, e) = ask(
+        json!({"grammar": grammar, "grammar_lazy": true, "grammar_triggers": [{"type": 2, "value": "x"}]}),
+    );
+    assert_eq!(status, 400, "{e}");
+    assert_eq!(e["error"]["param"], "grammar_triggers[0].type", "{e}");
+}

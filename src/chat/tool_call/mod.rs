@@ -565,6 +565,15 @@ pub(super) mod tests {
         let g = format.call_gbnf(&tools, false).unwrap();
         for text in good {
             assert!(accepts(&g, text), "{format:?} refuses {text:?}\n{g}");
+            // A lazy grammar (tool_choice auto) takes the text from its first trigger on.
+            let start = format.triggers().iter().filter_map(|t| text.find(t)).min();
+            if let Some(start) = start {
+                let rest = &text[start..];
+                assert!(
+                    accepts(&g, rest),
+                    "{format:?} refuses {rest:?} from its trigger\n{g}"
+                );
+            }
             let r = format.parse_with_tools(text, &tools);
             assert_eq!(r.tool_calls.len(), 1, "{format:?} reads {text:?} as {r:?}");
             let name = &r.tool_calls[0].function.name;
