@@ -195,7 +195,28 @@ impl PlacedModel {
         caches: &mut [C],
         plan: ForwardPlan,
     ) -> Result<Vec<f32>, BackendError> {
-        let h = self.final_hidden(batch, caches, plan)?;
+        let h = self.final_hidden(batch, None, caches, plan)?;
+        self.output_head(&h)
+    }
+
+    /// [`PlacedModel::try_forward_plan`] of the whole model with the input rows given instead of
+    /// looked up: `rows` holds `n_embd` floats for each entry of `batch` (an image's embeddings
+    /// from a vision projector), whose token ids are not read. The rows go into the first block
+    /// as they are, unscaled, as llama.cpp feeds a batch of embeddings.
+    ///
+    /// Panics if `rows` is not `batch.len() × n_embd` floats.
+    pub fn try_forward_embeddings<C: BorrowMut<SeqCache>>(
+        &self,
+        batch: &Batch,
+        rows: &[f32],
+        caches: &mut [C],
+    ) -> Result<Vec<f32>, BackendError> {
+        assert_eq!(
+            rows.len(),
+            batch.len() * self.config.n_embd,
+            "forward_embeddings: one row of the model's width per entry"
+        );
+        let h = self.final_hidden(batch, Some(rows), caches, ForwardPlan::full(&self.config))?;
         self.output_head(&h)
     }
 
@@ -218,33 +239,26 @@ impl PlacedModel {
         batch: &Batch,
         caches: &mut [C],
     ) -> Result<Vec<f32>, BackendError> {
-        self.final_hidden(batch, caches, ForwardPlan::full(&self.config))
+        self.final_hidden(batch, None, caches, ForwardPlan::full(&self.config))
     }
 
     /// The batch through the blocks (and experts) `plan` names, each range on its backend,
-    /// then the output norm of the rows that asked for output.
+    /// then the output norm of the rows that asked for output. The input rows are `rows` when
+    /// given, else the token embeddings of the batch's ids.
     fn final_hidden<C: BorrowMut<SeqCache>>(
         &self,
         batch: &Batch,
+        rows: Option<&[f32]>,
         caches: &mut [C],
         plan: ForwardPlan,
     ) -> Result<Vec<f32>, BackendError> {
         let cfg = &self.config;
-        let file = &*self.file;
         let n = batch.len();
         let e = cfg.n_embd;
-        let mut x = vec![0f32; n * e];
-        let embd = self.weights.token_embd.mat(file);
-        for (row, &tok) in x.chunks_exact_mut(e).zip(&batch.tokens) {
-            assert!(
-                (tok as usize) < cfg.n_vocab,
-                "token id {tok} out of vocabulary"
-            );
-            embd.dequantize_row(tok as usize, row);
-            if let Some(s) = cfg.embed_scale {
-                row.iter_mut().for_each(|v| *v *= s);
-            }
-        }
+        let mut x = match rows {
+            Some(rows) => rows.to_vec(),
+            None => self.token_embeddings(&batch.tokens),
+        };
         for (stage, backend) in self.placement.stages().iter().enumerate() {
             let range = backend.layers();
             let layers = range.start..range.end.min(plan.n_layers);
@@ -277,6 +291,25 @@ impl PlacedModel {
         }
         rms_norm_rows(&mut h, &self.weights.output_norm, e, cfg.rms_eps);
         Ok(h)
+    }
+
+    /// The input rows of `tokens`: their embeddings, scaled where the model scales them.
+    pub fn token_embeddings(&self, tokens: &[u32]) -> Vec<f32> {
+        let cfg = &self.config;
+        let e = cfg.n_embd;
+        let mut x = vec![0f32; tokens.len() * e];
+        let embd = self.weights.token_embd.mat(&self.file);
+        for (row, &tok) in x.chunks_exact_mut(e).zip(tokens) {
+            assert!(
+                (tok as usize) < cfg.n_vocab,
+                "token id {tok} out of vocabulary"
+            );
+            embd.dequantize_row(tok as usize, row);
+            if let Some(s) = cfg.embed_scale {
+                row.iter_mut().for_each(|v| *v *= s);
+            }
+        }
+        x
     }
 
     /// Logits of output-normed hidden rows `h` (`n_embd` floats each): on the backend the
