@@ -109,7 +109,7 @@ pub struct CompatArgs {
     #[arg(long = "no-conversation")]
     pub no_conversation: bool,
 
-    /// Accepted; /metrics is always served.
+    /// Serve llama-server's Prometheus metrics at /metrics (501 without it).
     #[arg(
         long = "metrics",
         env = "LLAMA_ARG_ENDPOINT_METRICS",

@@ -94,6 +94,8 @@ pub struct ServerConfig {
     pub webui: bool,
     /// Serve `GET /slots` (`--no-slots` turns it off).
     pub slots_endpoint: bool,
+    /// `GET /metrics` is served (`--metrics`).
+    pub metrics_endpoint: bool,
     /// `cache_prompt` of requests that do not set it (`--no-cache-prompt`).
     pub cache_prompt: bool,
     /// Every path is served under this prefix (`--api-prefix`; empty: none).
@@ -207,6 +209,7 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
         open_browser: !cli.nobrowser && sw.webui,
         webui: sw.webui,
         slots_endpoint: sw.slots,
+        metrics_endpoint: cli.compat.metrics,
         cache_prompt: sw.cache_prompt,
         api_prefix: cli.srv.api_prefix.clone().unwrap_or_default(),
         props_writable: cli.compat.props,

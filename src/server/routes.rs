@@ -114,12 +114,16 @@ fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiErr
             slot_actions::handle(state, &p["/slots/".len()..], &req.query, &req.body, rsp)
         }
         p if p.starts_with("/slots/") => Err(method_not_allowed(&req.method, "POST")),
+        "/metrics" if get && !state.config.metrics_endpoint => Err(ApiError::new(
+            501,
+            "not_supported_error",
+            "This server does not support metrics endpoint. Start it with `--metrics`",
+        )),
         "/metrics" if get => send(
             rsp,
-            Response::text(
-                200,
-                "text/plain; version=0.0.4; charset=utf-8",
-                state.metrics.render(),
+            Response::text(200, "text/plain; version=0.0.4", state.metrics.render()).with_header(
+                "Process-Start-Time-Unix",
+                state.metrics.started_unix.to_string(),
             ),
         ),
         "/v1/chat/completions" | "/chat/completions" if post => {

@@ -362,7 +362,6 @@ impl Worker<'_> {
                 rows.extend(std::iter::repeat_n(slot.id, feed.len()));
             }
         }
-        let n_decode = batch.len();
         let mut budget = self.options.n_batch.saturating_sub(batch.len()).max(1);
         let mut n_prompt_tokens = 0;
         // Slots that read prompt tokens in this pass (for `return_progress`).
@@ -400,7 +399,7 @@ impl Worker<'_> {
             .collect();
         let logits = self.loaded.model.forward(&batch, &mut caches);
         let elapsed = t0.elapsed().as_secs_f64();
-        self.metrics.record_step(n_prompt_tokens, n_decode, elapsed);
+        self.metrics.record_step(n_prompt_tokens, elapsed);
         let busy = self.slots.iter().filter(|s| s.active.is_some()).count();
         let longest = self
             .slots
@@ -447,7 +446,7 @@ impl Worker<'_> {
         let step = slot
             .session
             .step(logits, draft, &mut budget, |row, history| {
-                emit(a, tok, metrics, row, history)
+                emit(a, tok, row, history)
             });
         a.budget = budget;
         a.draft_n_accepted += step.accepted;
@@ -468,6 +467,9 @@ impl Worker<'_> {
         let Some(mut a) = slot.active.take() else {
             return;
         };
+        let stats = a.stats(now);
+        self.metrics
+            .record_request(stats.n_predicted, stats.predicted_ms, stats.n_cached);
         if finish == StopReason::Cancelled {
             self.metrics.requests_cancelled.add(1);
             return;
@@ -552,7 +554,6 @@ fn restore_error(path: &std::path::Path, e: &RestoreError) -> ApiError {
 fn emit(
     a: &mut Active,
     tok: &Tokenizer,
-    metrics: &Metrics,
     row: &[f32],
     history: &[u32],
 ) -> ControlFlow<StopReason, u32> {
@@ -571,7 +572,6 @@ fn emit(
     };
     a.first_token.get_or_insert_with(Instant::now);
     a.n_decoded += 1;
-    metrics.tokens_predicted.add(1);
     if tok.is_eog(id) && !a.job.params.ignore_eos {
         return ControlFlow::Break(StopReason::EndOfGeneration);
     }

@@ -138,7 +138,7 @@ fn slots(port: u16) -> Vec<Value> {
 
 #[test]
 fn a_client_that_stops_reading_its_stream_stalls_no_one_and_is_cut() {
-    let Some(srv) = start(&["-np", "2", "-c", "8192", "-to", "3"]) else {
+    let Some(srv) = start(&["-np", "2", "-c", "8192", "-to", "3", "--metrics"]) else {
         return;
     };
     let p = srv.port;

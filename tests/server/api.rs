@@ -59,7 +59,7 @@ fn a_prompt_longer_than_the_context_is_a_400_exceed_context_size_error() {
 
 #[test]
 fn metrics_use_llama_server_names_and_count() {
-    let Some(srv) = start(&["-np", "2"]) else {
+    let Some(srv) = start(&["-np", "2", "--metrics"]) else {
         return;
     };
     let r = post(

@@ -59,7 +59,7 @@ fn slots(port: u16) -> Vec<Value> {
 
 #[test]
 fn every_endpoint_answers() {
-    let Some(srv) = start(&["-np", "2", "-c", "2048"]) else {
+    let Some(srv) = start(&["-np", "2", "-c", "2048", "--metrics"]) else {
         return;
     };
     let p = srv.port;
@@ -567,7 +567,7 @@ fn stream_chat(port: u16, i: usize, max_tokens: usize) -> (String, String) {
 
 #[test]
 fn thirty_two_concurrent_streams_all_complete() {
-    let Some(srv) = start(&["-np", "4", "-c", "2048"]) else {
+    let Some(srv) = start(&["-np", "4", "-c", "2048", "--metrics"]) else {
         return;
     };
     let p = srv.port;

@@ -21,6 +21,7 @@ mod end_to_end;
 mod flags;
 mod infill;
 mod listen;
+mod metrics;
 mod reasoning;
 mod responses;
 mod sampling;
