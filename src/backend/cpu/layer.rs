@@ -6,13 +6,14 @@
 
 use super::mla::mla_attention_block;
 use super::moe_ffn::MoeStep;
-use crate::backend::{KvCache, KvTypes};
+use crate::backend::KvCache;
 use crate::gguf::GgufFile;
 use crate::model::{
     Attention, Batch, Config, DenseFfn, Ffn, FfnActivation, ForwardPlan, Layer, Model,
 };
 use crate::ops::activation::{geglu, swiglu};
-use crate::ops::attention::{attend_heads_rows, tiled, AttnShape};
+use crate::ops::attention::rotation::hadamard;
+use crate::ops::attention::{attend_heads_rows, tiled, AttnRows, AttnShape};
 use crate::ops::norm::{rms_norm_rows, rms_norm_rows_into};
 use crate::ops::rope::Rope;
 use crate::ops::{matmul, QMat};
@@ -45,6 +46,10 @@ pub(super) fn attention_block<C: BorrowMut<KvCache> + Sync>(
         rms_norm_rows(&mut s.k, kn, hd, cfg.rms_eps);
     }
     let window = cfg.layer_window(il);
+    // Quantized caches: llama.cpp's Walsh-Hadamard rotation of queries and keys, and of values
+    // and the output (every sequence of a batch has the model's cache types).
+    let types = caches[batch.seq[0]].borrow().types();
+    let (k_rot, v_rot) = (types.key_rotation(hd), types.value_rotation(hd));
     // Per sequence (LongRoPE's factors depend on its context size), built on first use.
     let mut ropes: Vec<Option<Rope>> = vec![None; caches.len()];
     for t in 0..n {
@@ -58,6 +63,13 @@ pub(super) fn attention_block<C: BorrowMut<KvCache> + Sync>(
             q.iter_mut().for_each(|v| *v *= cfg.attn_scale);
         }
         rope.apply_with(&mut s.k[t * kv_dim..(t + 1) * kv_dim], hd, &cs);
+        if let Some(r) = k_rot {
+            hadamard(q, r);
+            hadamard(&mut s.k[t * kv_dim..(t + 1) * kv_dim], r);
+        }
+        if let Some(r) = v_rot {
+            hadamard(&mut s.v[t * kv_dim..(t + 1) * kv_dim], r);
+        }
         let cache = caches[batch.seq[t]].borrow_mut();
         cache.store(
             il,
@@ -76,6 +88,9 @@ pub(super) fn attention_block<C: BorrowMut<KvCache> + Sync>(
         softcap: cfg.attn_softcap.unwrap_or(0.0),
     };
     attend(il, &shape, window, batch, caches, &s.q, &mut s.attn);
+    if let Some(r) = v_rot {
+        hadamard(&mut s.attn, r);
+    }
 
     matmul(&layer.wo.mat(file), &s.attn, n, &mut s.h);
     if let Some(w) = &layer.post_attn_norm {
@@ -98,6 +113,23 @@ pub(super) fn attend<C: BorrowMut<KvCache> + Sync>(
 ) {
     let (n, hd) = (batch.len(), shape.head_dim);
     let q_dim = shape.n_head * hd;
+    // Each sequence's rows as attention reads them (an f32 cache rounded to f16 once, as
+    // llama.cpp casts it), for the positions this batch reaches.
+    let mut reach = vec![0usize; caches.len()];
+    for (&seq, &pos) in batch.seq.iter().zip(&batch.pos) {
+        reach[seq] = reach[seq].max(pos + 1);
+    }
+    let rows: Vec<(AttnRows, AttnRows)> = caches
+        .iter()
+        .zip(&reach)
+        .map(|(c, &r)| {
+            let c = c.borrow();
+            (
+                AttnRows::new(c.key_rows(il), r),
+                AttnRows::new(c.value_rows(il), r),
+            )
+        })
+        .collect();
     // The path is chosen per run of consecutive tokens of one sequence, never from the
     // size of the whole batch: a sequence's results must not depend on which other
     // sequences share its forward pass (server slots, speculative verification).
@@ -108,23 +140,23 @@ pub(super) fn attend<C: BorrowMut<KvCache> + Sync>(
         let end = (t..n).find(|&u| batch.seq[u] != seq).unwrap_or(n);
         // Caches other than f16 keys with f16 values take the one-token path at every batch
         // size, as in ggml.
-        let f16 = caches[seq].borrow().types() == KvTypes::default();
-        if end - t < tiled::MIN_TOKENS || !f16 {
+        let (k, v) = (rows[seq].0.rows(), rows[seq].1.rows());
+        let f16 = k.as_f16().zip(v.as_f16());
+        let Some((keys, values)) = f16.filter(|_| end - t >= tiled::MIN_TOKENS) else {
             short.extend(t..end);
             t = end;
             continue;
-        }
+        };
         let queries = tiled::Queries {
             q: &q[t * q_dim..end * q_dim],
             pos: &batch.pos[t..end],
             window,
         };
-        let cache = caches[seq].borrow();
         tiled::attend(
             shape,
             &queries,
-            cache.keys(il),
-            cache.values(il),
+            keys,
+            values,
             &mut out[t * q_dim..end * q_dim],
         );
         t = end;
@@ -140,25 +172,25 @@ pub(super) fn attend<C: BorrowMut<KvCache> + Sync>(
             .find(|&g| group.is_multiple_of(g) && short.len() * shape.n_head / g >= threads)
             .unwrap_or(1);
         let tasks_per_token = shape.n_head / per_task;
-        let mut rows = vec![0f32; short.len() * q_dim];
-        pool::global().for_each_chunk(&mut rows, per_task * hd, |c, dst| {
+        let mut out_rows = vec![0f32; short.len() * q_dim];
+        pool::global().for_each_chunk(&mut out_rows, per_task * hd, |c, dst| {
             let (t, head) = (short[c / tasks_per_token], c % tasks_per_token * per_task);
             let pos = batch.pos[t];
             let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
-            let cache = caches[batch.seq[t]].borrow();
+            let (k, v) = &rows[batch.seq[t]];
             let qh = &q[t * q_dim + head * hd..][..per_task * hd];
             attend_heads_rows(
                 shape,
                 qh,
-                &cache.key_rows(il),
-                &cache.value_rows(il),
+                &k.rows(),
+                &v.rows(),
                 head / group,
                 first,
                 pos,
                 dst,
             );
         });
-        for (&t, row) in short.iter().zip(rows.chunks_exact(q_dim)) {
+        for (&t, row) in short.iter().zip(out_rows.chunks_exact(q_dim)) {
             out[t * q_dim..(t + 1) * q_dim].copy_from_slice(row);
         }
     }

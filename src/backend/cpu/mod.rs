@@ -11,6 +11,7 @@ mod moe_ffn;
 use super::{Backend, BackendError, LayerCache, Pass};
 use crate::backend::{KvCache, KvTypes};
 use crate::model::Model;
+use crate::ops::attention::rotation::hadamard;
 use layer::Scratch;
 use std::ops::Range;
 
@@ -116,8 +117,20 @@ impl Backend for CpuBackend {
             Some(m) => (m.kv_lora_rank.., m.qk_rope),
             None => (0.., cfg.head_dim),
         };
+        // Keys stored rotated (quantized keys, not latent attention) are rotated back for the
+        // RoPE fix and again after, as llama.cpp's shift does.
+        let k_rot = match &cfg.mla {
+            Some(_) => None,
+            None => cache.types().key_rotation(cfg.head_dim),
+        };
         cache.shift(keep, discard, |layer, key| {
-            ropes[layer - layers.start].unrotate(&mut key[rotated.clone()], width, discard)
+            if let Some(r) = k_rot {
+                hadamard(key, r);
+            }
+            ropes[layer - layers.start].unrotate(&mut key[rotated.clone()], width, discard);
+            if let Some(r) = k_rot {
+                hadamard(key, r);
+            }
         });
         Ok(())
     }

@@ -3,7 +3,7 @@
 //! size, so that every head's slice of a row is whole blocks.
 
 use crate::model::Model;
-use crate::ops::attention::KvType;
+use crate::ops::attention::{rotation, KvType};
 
 /// The storage types of keys and values.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -65,6 +65,25 @@ impl KvTypes {
     pub fn check_model(&self, model: &Model) -> Result<(), KvTypeError> {
         let c = &model.config;
         self.check(c.mla.as_ref().map_or(c.head_dim, |m| m.cache_dim()))
+    }
+
+    /// The block size queries and keys are rotated in before keys are stored, for heads of
+    /// `head_dim` (llama.cpp rotates them when the keys are quantized; see
+    /// [`rotation`](crate::ops::attention::rotation)).
+    pub fn key_rotation(&self, head_dim: usize) -> Option<usize> {
+        self.k
+            .is_quantized()
+            .then(|| rotation::key_block(head_dim))
+            .flatten()
+    }
+
+    /// The block size values are rotated in before they are stored (and the attention output
+    /// after), when the values are quantized.
+    pub fn value_rotation(&self, head_dim: usize) -> Option<usize> {
+        self.v
+            .is_quantized()
+            .then(|| rotation::value_block(head_dim))
+            .flatten()
     }
 
     /// Whether these are the f16 keys and values every backend can store.

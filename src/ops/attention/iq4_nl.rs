@@ -122,6 +122,20 @@ mod tests {
     }
 
     #[test]
+    fn a_block_quantizes_to_the_bytes_ggml_writes() {
+        // ggml's quantize_row_iq4_nl_ref (llama.cpp 0c1e570's libggml-base) on this block
+        let x: Vec<f32> = (0..32)
+            .map(|i| (((i * 37) % 19) as f32 - 9.0) * 0.173 + if i == 5 { 2.5 } else { 0.0 })
+            .collect();
+        let mut y = vec![0u8; BLOCK_BYTES];
+        quantize(&x, &mut y);
+        assert_eq!(
+            y,
+            [195, 166, 188, 195, 196, 196, 53, 64, 70, 86, 87, 103, 104, 120, 121, 138, 138, 155]
+        );
+    }
+
+    #[test]
     fn a_block_holding_a_level_pattern_is_exact() {
         // values that are exactly d·level with the largest at -127·d come back unchanged
         let d = 0.5f32;

@@ -17,6 +17,7 @@ mod iq4_nl;
 mod kv_type;
 #[cfg(target_arch = "x86_64")]
 mod one_token;
+pub mod rotation;
 pub mod tiled;
 mod typed;
 #[cfg(target_arch = "x86_64")]
@@ -60,6 +61,45 @@ impl<'a> KvRows<'a> {
         Some(unsafe {
             std::slice::from_raw_parts(self.bytes.as_ptr().cast(), self.bytes.len() / 2)
         })
+    }
+}
+
+/// Cache rows as ggml's flash attention reads them: llama.cpp casts an f32 cache to f16 before
+/// its flash attention, so f32 rows are rounded to f16 (a copy of the positions in use);
+/// other types are read as stored.
+pub enum AttnRows<'a> {
+    Stored(KvRows<'a>),
+    Cast { values: Vec<f16>, row: usize },
+}
+
+impl<'a> AttnRows<'a> {
+    /// The first `n_pos` positions of `rows`, cast when they are f32.
+    pub fn new(rows: KvRows<'a>, n_pos: usize) -> AttnRows<'a> {
+        if rows.ty != KvType::F32 {
+            return AttnRows::Stored(rows);
+        }
+        let row = rows.row_bytes / 4;
+        let values = rows.bytes[..n_pos * rows.row_bytes]
+            .chunks_exact(4)
+            .map(|b| f16::from_f32(f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+            .collect();
+        AttnRows::Cast { values, row }
+    }
+
+    /// The rows attention reads.
+    pub fn rows(&self) -> KvRows<'_> {
+        match self {
+            AttnRows::Stored(r) => *r,
+            AttnRows::Cast { values, row } => KvRows {
+                ty: KvType::F16,
+                // SAFETY: f16 is two plain bytes with no invalid patterns; the byte view covers
+                // exactly the values' memory and lives no longer than the borrow of `values`.
+                bytes: unsafe {
+                    std::slice::from_raw_parts(values.as_ptr().cast(), values.len() * 2)
+                },
+                row_bytes: row * 2,
+            },
+        }
     }
 }
 
