@@ -610,10 +610,40 @@ mod timing {
                 }
             }
             let single = t.elapsed().as_secs_f64() / iters as f64;
+            // the same group over q8_0 keys and values
+            let rb = KvType::Q8_0.row_bytes(kv);
+            let encode = |rows: &[f16]| -> Vec<u8> {
+                let mut out = vec![0u8; n * rb];
+                let mut row = vec![0f32; kv];
+                for (src, dst) in rows.chunks_exact(kv).zip(out.chunks_exact_mut(rb)) {
+                    row.iter_mut().zip(src).for_each(|(d, s)| *d = s.to_f32());
+                    KvType::Q8_0.encode(&row, dst);
+                }
+                out
+            };
+            let (kq, vq) = (encode(&keys), encode(&values));
+            let (kr, vr) = (
+                KvRows {
+                    ty: KvType::Q8_0,
+                    bytes: &kq,
+                    row_bytes: rb,
+                },
+                KvRows {
+                    ty: KvType::Q8_0,
+                    bytes: &vq,
+                    row_bytes: rb,
+                },
+            );
+            let t = std::time::Instant::now();
+            for _ in 0..iters {
+                attend_heads_rows(&shape, &q, &kr, &vr, 1, 0, n - 1, &mut out);
+            }
+            let q8 = t.elapsed().as_secs_f64() / iters as f64;
             eprintln!(
-                "hd {hd} group {group}: grouped {:.1} us, one by one {:.1} us",
+                "hd {hd} group {group}: grouped {:.1} us, one by one {:.1} us, q8_0 grouped {:.1} us",
                 grouped * 1e6,
-                single * 1e6
+                single * 1e6,
+                q8 * 1e6
             );
         }
     }
