@@ -55,6 +55,21 @@ pub fn tojson_filter(value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Re
     Ok(Value::from_safe_string(out))
 }
 
+/// `json.dumps(v)` of a JSON value, as the filter writes it with no arguments.
+pub fn to_python_json(v: &serde_json::Value) -> String {
+    let style = Style {
+        indent: None,
+        item_sep: ", ".to_string(),
+        key_sep: ": ".to_string(),
+        ensure_ascii: false,
+        sort_keys: false,
+    };
+    let mut out = String::new();
+    // A JSON value always has a JSON text.
+    let _ = write_value(&mut out, &Value::from_serialize(v), &style, 0);
+    out
+}
+
 fn newline(out: &mut String, style: &Style, level: usize) {
     if let Some(ind) = &style.indent {
         out.push('\n');
@@ -185,6 +200,74 @@ fn write_string(out: &mut String, s: &str, ensure_ascii: bool) {
         }
     }
     out.push('"');
+}
+
+/// How Python's `str()` writes a list or dict (and what is inside one), which is what a chat
+/// template prints for `{{ tools }}` in transformers and llama.cpp: `{'name': 'f', 'ok': True}`.
+pub fn py_repr(v: &Value) -> String {
+    let mut out = String::new();
+    write_repr(&mut out, v);
+    out
+}
+
+fn write_repr(out: &mut String, v: &Value) {
+    match v.kind() {
+        ValueKind::Undefined | ValueKind::None => out.push_str("None"),
+        ValueKind::Bool => out.push_str(if v.is_true() { "True" } else { "False" }),
+        ValueKind::String => write_str_repr(out, v.as_str().unwrap_or("")),
+        ValueKind::Seq | ValueKind::Iterable => {
+            out.push('[');
+            for (i, item) in v.try_iter().into_iter().flatten().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_repr(out, &item);
+            }
+            out.push(']');
+        }
+        ValueKind::Map => {
+            out.push('{');
+            for (i, key) in v.try_iter().into_iter().flatten().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_repr(out, &key);
+                out.push_str(": ");
+                write_repr(out, &v.get_item(&key).unwrap_or_default());
+            }
+            out.push('}');
+        }
+        _ => {
+            let _ = write!(out, "{v}");
+        }
+    }
+}
+
+/// Python's `repr` of a string: single quotes unless the text has one and no double quote.
+fn write_str_repr(out: &mut String, s: &str) {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
 }
 
 #[cfg(test)]

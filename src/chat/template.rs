@@ -7,6 +7,7 @@ use super::message::Message;
 use super::pyjson;
 use crate::gguf::GgufFile;
 use crate::tokenizer::Tokenizer;
+use minijinja::value::ValueKind;
 use minijinja::{Environment, ErrorKind, Value};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -64,6 +65,8 @@ impl TemplateSpec {
 pub struct ChatTemplate {
     engine: Engine,
     spec: TemplateSpec,
+    /// Whether the template thinks when `enable_thinking` is true ([`ChatTemplate::thinks`]).
+    thinks: std::sync::OnceLock<bool>,
 }
 
 /// Where a template runs.
@@ -131,6 +134,7 @@ impl ChatTemplate {
         Ok(ChatTemplate {
             engine: Engine::Isolated { exe, deadline },
             spec,
+            thinks: std::sync::OnceLock::new(),
         })
     }
 
@@ -148,11 +152,25 @@ impl ChatTemplate {
         // transformers' `tojson` (Python's json.dumps: ", " and ": ", no HTML escaping, keys in
         // their order), not minijinja's compact, HTML-safe one.
         env.add_filter("tojson", pyjson::tojson_filter);
-        env.add_template_owned("chat", spec.source.clone())
+        // Lists and dicts print as Python's str() writes them (`{{ tools }}`, `tool|string`).
+        env.add_filter("string", |v: Value| match v.kind() {
+            ValueKind::Seq | ValueKind::Map => Value::from(pyjson::py_repr(&v)),
+            ValueKind::String => v,
+            _ => Value::from(v.to_string()),
+        });
+        env.set_formatter(|out, state, value| match value.kind() {
+            ValueKind::Seq | ValueKind::Map => {
+                out.write_str(&pyjson::py_repr(value))?;
+                Ok(())
+            }
+            _ => minijinja::escape_formatter(out, state, value),
+        });
+        env.add_template_owned("chat", without_generation_tags(&spec.source))
             .map_err(|e| ChatError::Syntax(describe(&e)))?;
         Ok(ChatTemplate {
             engine: Engine::InProcess(Box::new(env)),
             spec,
+            thinks: std::sync::OnceLock::new(),
         })
     }
 
@@ -217,6 +235,48 @@ impl ChatTemplate {
         messages: &[Message],
         options: &RenderOptions,
     ) -> Result<String, ChatError> {
+        // As llama.cpp: `enable_thinking` is true where the template thinks, unless asked.
+        if !options.kwargs.contains_key("enable_thinking") {
+            let mut with = options.clone();
+            with.kwargs
+                .insert("enable_thinking".into(), self.thinks().into());
+            return self.render_given(messages, &with);
+        }
+        self.render_given(messages, options)
+    }
+
+    /// Whether the template has a thinking switch: its opening for a plain question differs
+    /// with `enable_thinking` true and false, and the difference names thinking (`<think>`,
+    /// `<|START_THINKING|>`, ...), as llama.cpp's template analysis decides it.
+    pub fn thinks(&self) -> bool {
+        *self.thinks.get_or_init(|| {
+            let ask = [Message::new("user", "test")];
+            let probe = |on: bool| {
+                let mut options = RenderOptions {
+                    add_generation_prompt: true,
+                    ..RenderOptions::default()
+                };
+                options.kwargs.insert("enable_thinking".into(), on.into());
+                self.render_given(&ask, &options).ok()
+            };
+            let (Some(on), Some(off)) = (probe(true), probe(false)) else {
+                return false;
+            };
+            let common = on
+                .bytes()
+                .zip(off.bytes())
+                .take_while(|(a, b)| a == b)
+                .count();
+            let tail = |s: &str| s.get(common..).unwrap_or("").to_ascii_lowercase();
+            on != off && (tail(&on).contains("think") || tail(&off).contains("think"))
+        })
+    }
+
+    fn render_given(
+        &self,
+        messages: &[Message],
+        options: &RenderOptions,
+    ) -> Result<String, ChatError> {
         let env = match &self.engine {
             Engine::InProcess(env) => env,
             Engine::Isolated { exe, deadline } => {
@@ -234,6 +294,25 @@ impl ChatTemplate {
         let tmpl = env
             .get_template("chat")
             .map_err(|e| ChatError::Syntax(describe(&e)))?;
+        let first = Self::render_in(&tmpl, &self.spec, messages, options);
+        // Templates that print a call's arguments as text (Functionary v3.2) get them as a JSON
+        // string, as llama.cpp gives them to templates that do not take an object.
+        let strings = match &first {
+            Err(_) => with_string_arguments(messages),
+            Ok(_) => None,
+        };
+        match strings {
+            Some(m) => Self::render_in(&tmpl, &self.spec, &m, options).or(first),
+            None => first,
+        }
+    }
+
+    fn render_in(
+        tmpl: &minijinja::Template,
+        spec: &TemplateSpec,
+        messages: &[Message],
+        options: &RenderOptions,
+    ) -> Result<String, ChatError> {
         // As transformers and llama.cpp: the request's variables first, then ours over them.
         let mut ctx = options.kwargs.clone();
         let json = |v| serde_json::to_value(v).unwrap_or(serde_json::Value::Null);
@@ -242,8 +321,8 @@ impl ChatTemplate {
             "add_generation_prompt".into(),
             options.add_generation_prompt.into(),
         );
-        ctx.insert("bos_token".into(), self.spec.bos_token.clone().into());
-        ctx.insert("eos_token".into(), self.spec.eos_token.clone().into());
+        ctx.insert("bos_token".into(), spec.bos_token.clone().into());
+        ctx.insert("eos_token".into(), spec.eos_token.clone().into());
         let tools = options.tools.clone().unwrap_or(serde_json::Value::Null);
         ctx.insert("tools".into(), tools);
         tmpl.render(Value::from_serialize(&ctx))
@@ -276,6 +355,44 @@ fn describe(e: &minijinja::Error) -> String {
         cause = c.source();
     }
     s
+}
+
+/// `messages` with every call's object arguments as JSON text; `None` when none has any.
+fn with_string_arguments(messages: &[Message]) -> Option<Vec<Message>> {
+    let mut changed = false;
+    let mut out = messages.to_vec();
+    for call in out.iter_mut().flat_map(|m| m.tool_calls.iter_mut()) {
+        if !call.function.arguments.is_string() {
+            let text = super::pyjson::to_python_json(&call.function.arguments);
+            call.function.arguments = serde_json::Value::String(text);
+            changed = true;
+        }
+    }
+    changed.then_some(out)
+}
+
+/// transformers' `{% generation %}...{% endgeneration %}` (it marks the assistant's tokens
+/// for training masks and renders its body as is) as an `if true` block, whitespace control
+/// kept.
+fn without_generation_tags(source: &str) -> String {
+    let mut out = String::with_capacity(source.len());
+    let mut rest = source;
+    while let Some(open) = rest.find("{%") {
+        let Some(len) = rest[open..].find("%}") else {
+            break;
+        };
+        let tag = &rest[open..open + len + 2];
+        let inner = tag[2..tag.len() - 2].trim_matches(|c: char| c == '-' || c == '+');
+        out.push_str(&rest[..open]);
+        match inner.trim() {
+            "generation" => out.push_str(&tag.replacen("generation", "if true", 1)),
+            "endgeneration" => out.push_str(&tag.replacen("endgeneration", "endif", 1)),
+            _ => out.push_str(tag),
+        }
+        rest = &rest[open + len + 2..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `raise_exception(msg)`: how templates refuse a conversation (e.g. roles not alternating).
@@ -424,5 +541,54 @@ mod tests {
             strftime(1709211909, "%d %b %Y %H:%M:%S %B %%"),
             "29 Feb 2024 13:05:09 February %"
         );
+    }
+
+    #[test]
+    fn llama_cpp_compatible_rendering_details() {
+        // transformers' generation block renders its body.
+        let t = ChatTemplate::new(
+            "{%- for m in messages %}{% generation %}[{{ m.content }}]{%- endgeneration %}{% endfor -%}",
+            "",
+            "",
+        )
+        .unwrap();
+        assert_eq!(
+            t.render(&[Message::new("user", "a")], false).unwrap(),
+            "[a]"
+        );
+        // Dicts and lists print as Python's str() writes them.
+        let t = ChatTemplate::new(
+            "{{ messages[0] }}|{{ messages[0] | string }}|{{ [1, true, none, \"it's\"] }}",
+            "",
+            "",
+        )
+        .unwrap();
+        let out = t.render(&[Message::new("user", "a\nb")], false).unwrap();
+        assert_eq!(
+            out,
+            "{'role': 'user', 'content': 'a\\nb'}|{'role': 'user', 'content': 'a\\nb'}|[1, True, None, \"it's\"]"
+        );
+        // enable_thinking is true by default only where the template has a thinking switch.
+        let switch = "{% if enable_thinking %}<think>{% else %}<think></think>{% endif %}";
+        let t = ChatTemplate::new(switch, "", "").unwrap();
+        assert!(t.thinks());
+        assert_eq!(t.render(&[], true).unwrap(), "<think>");
+        let other = "Deliberation: {{ 'on' if enable_thinking else 'off' }}";
+        let t = ChatTemplate::new(other, "", "").unwrap();
+        assert!(!t.thinks());
+        assert_eq!(t.render(&[], true).unwrap(), "Deliberation: off");
+    }
+
+    #[test]
+    fn arguments_go_as_text_to_templates_that_print_them_as_text() {
+        let source = "{%- for m in messages %}{% for c in m.tool_calls %}{{ c.function.name + ':' + c.function.arguments }}{% endfor %}{% endfor -%}";
+        let t = ChatTemplate::new(source, "", "").unwrap();
+        let mut m = Message::new("assistant", "");
+        m.tool_calls = vec![crate::chat::ToolCall::function(
+            "1",
+            "f",
+            serde_json::json!({"x": [1, "y"]}),
+        )];
+        assert_eq!(t.render(&[m], false).unwrap(), "f:{\"x\": [1, \"y\"]}");
     }
 }

@@ -116,7 +116,8 @@ impl ReasoningArgs {
     }
 
     /// The variables every chat template is given: `--chat-template-kwargs`, and
-    /// `enable_thinking` where the flags decide it and the kwargs do not.
+    /// `enable_thinking` where the flags decide it and the kwargs do not (otherwise the
+    /// template's own default: true where it thinks, see `ChatTemplate::thinks`).
     pub fn template_kwargs(&self) -> serde_json::Map<String, serde_json::Value> {
         let mut kwargs = self.kwargs.clone();
         if let Some(on) = self.enable_thinking() {
