@@ -154,18 +154,20 @@ impl ChatTemplate {
         env.add_filter("tojson", pyjson::tojson_filter);
         // Lists and dicts print as Python's str() writes them (`{{ tools }}`, `tool|string`).
         env.add_filter("string", |v: Value| match v.kind() {
-            ValueKind::Seq | ValueKind::Map => Value::from(pyjson::py_repr(&v)),
+            ValueKind::Seq | ValueKind::Map | ValueKind::Iterable => {
+                Value::from(pyjson::py_repr(&v))
+            }
             ValueKind::String => v,
             _ => Value::from(v.to_string()),
         });
         env.set_formatter(|out, state, value| match value.kind() {
-            ValueKind::Seq | ValueKind::Map => {
+            ValueKind::Seq | ValueKind::Map | ValueKind::Iterable => {
                 out.write_str(&pyjson::py_repr(value))?;
                 Ok(())
             }
             _ => minijinja::escape_formatter(out, state, value),
         });
-        env.add_template_owned("chat", without_generation_tags(&spec.source))
+        env.add_template_owned("chat", rewritten_for_minijinja(&spec.source))
             .map_err(|e| ChatError::Syntax(describe(&e)))?;
         Ok(ChatTemplate {
             engine: Engine::InProcess(Box::new(env)),
@@ -251,13 +253,17 @@ impl ChatTemplate {
     pub fn thinks(&self) -> bool {
         *self.thinks.get_or_init(|| {
             let ask = [Message::new("user", "test")];
+            // Some templates need a tool list to render at all (`tools | length`).
             let probe = |on: bool| {
                 let mut options = RenderOptions {
                     add_generation_prompt: true,
                     ..RenderOptions::default()
                 };
                 options.kwargs.insert("enable_thinking".into(), on.into());
-                self.render_given(&ask, &options).ok()
+                self.render_given(&ask, &options).ok().or_else(|| {
+                    options.tools = Some(serde_json::json!([]));
+                    self.render_given(&ask, &options).ok()
+                })
             };
             let (Some(on), Some(off)) = (probe(true), probe(false)) else {
                 return false;
@@ -371,10 +377,50 @@ fn with_string_arguments(messages: &[Message]) -> Option<Vec<Message>> {
     changed.then_some(out)
 }
 
+/// Python's list methods on a namespace's list, which Kimi-K2's templates use and minijinja's
+/// immutable lists lack, as plain assignments kept across loop scopes as the namespace keeps
+/// them: `set _ = ns.items.append(x)` as `set ns.items = ns.items + [x]`, and
+/// `set y = ns.items.pop(0)` (or `pop()`, `pop(-1)`) as taking the item, then the rest.
+fn namespace_list_method(statement: &str) -> Option<Vec<String>> {
+    let (target, call) = statement.strip_prefix("set ")?.split_once('=')?;
+    let ident = |s: &str| !s.is_empty() && s.chars().all(|c| c == '_' || c.is_ascii_alphanumeric());
+    let target = target.trim();
+    if !ident(target) {
+        return None;
+    }
+    let call = call.trim().strip_suffix(')')?;
+    let (receiver, method) = call.rsplit_once('(')?;
+    let (list, name) = receiver.trim().rsplit_once('.')?;
+    let (space, field) = list.split_once('.')?;
+    if !ident(space) || !ident(field) {
+        return None;
+    }
+    let list = format!("{space}.{field}");
+    match name {
+        "append" => {
+            // The item is everything inside the outermost parentheses.
+            let item = call.split_once(".append(")?.1;
+            Some(vec![format!("set {list} = {list} + [{item}]")])
+        }
+        "pop" => match method.trim() {
+            "0" => Some(vec![
+                format!("set {target} = {list}[0]"),
+                format!("set {list} = {list}[1:]"),
+            ]),
+            "" | "-1" => Some(vec![
+                format!("set {target} = {list}[-1]"),
+                format!("set {list} = {list}[:-1]"),
+            ]),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// transformers' `{% generation %}...{% endgeneration %}` (it marks the assistant's tokens
 /// for training masks and renders its body as is) as an `if true` block, whitespace control
-/// kept.
-fn without_generation_tags(source: &str) -> String {
+/// kept; and [`namespace_list_method`].
+fn rewritten_for_minijinja(source: &str) -> String {
     let mut out = String::with_capacity(source.len());
     let mut rest = source;
     while let Some(open) = rest.find("{%") {
@@ -387,7 +433,18 @@ fn without_generation_tags(source: &str) -> String {
         match inner.trim() {
             "generation" => out.push_str(&tag.replacen("generation", "if true", 1)),
             "endgeneration" => out.push_str(&tag.replacen("endgeneration", "endif", 1)),
-            _ => out.push_str(tag),
+            statement => match namespace_list_method(statement) {
+                Some(sets) => {
+                    // The tag's own delimiters around each statement: whitespace control kept.
+                    let body = &tag[2..tag.len() - 2];
+                    let lead = &body[..body.len() - body.trim_start_matches(['-', '+']).len()];
+                    let trail = &body[body.trim_end_matches(['-', '+']).len()..];
+                    for set in sets {
+                        out.push_str(&format!("{{%{lead} {set} {trail}%}}"));
+                    }
+                }
+                None => out.push_str(tag),
+            },
         }
         rest = &rest[open + len + 2..];
     }
@@ -577,6 +634,19 @@ mod tests {
         let t = ChatTemplate::new(other, "", "").unwrap();
         assert!(!t.thinks());
         assert_eq!(t.render(&[], true).unwrap(), "Deliberation: off");
+    }
+
+    #[test]
+    fn a_namespace_list_can_be_appended_to() {
+        let source = "{%- set ns = namespace(ids=[]) -%}{%- for m in messages -%}{%- set _ = ns.ids.append(m.content ~ '!') -%}{%- endfor -%}{{ ns.ids | join(',') }}";
+        let t = ChatTemplate::new(source, "", "").unwrap();
+        let msgs = [Message::new("user", "a"), Message::new("user", "b(c)")];
+        assert_eq!(t.render(&msgs, false).unwrap(), "a!,b(c)!");
+        assert_eq!(namespace_list_method("set x = y.append(1)"), None);
+        assert_eq!(namespace_list_method("if a.b.append(1)"), None);
+        let source = "{%- set ns = namespace(ids=['a', 'b', 'c']) -%}{%- set x = ns.ids.pop(0) -%}{%- set y = ns.ids.pop() -%}{{ x }}{{ y }}{{ ns.ids }}";
+        let t = ChatTemplate::new(source, "", "").unwrap();
+        assert_eq!(t.render(&[], false).unwrap(), "ac['b']");
     }
 
     #[test]
