@@ -25,6 +25,10 @@ pub struct Message {
     /// A tool turn: the function that answered (some templates print it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Tool answers folded into the assistant turn that called them (`{"name", "response"}`),
+    /// for templates that write them there (`chat::gemma4`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_responses: Vec<Value>,
 }
 
 impl Message {
@@ -36,6 +40,7 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: None,
             name: None,
+            tool_responses: Vec::new(),
         }
     }
 }

@@ -13,6 +13,7 @@
 //! ```
 
 mod builtin;
+mod gemma4;
 pub mod isolate;
 mod message;
 mod pyjson;

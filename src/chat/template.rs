@@ -238,13 +238,26 @@ impl ChatTemplate {
         options: &RenderOptions,
     ) -> Result<String, ChatError> {
         // As llama.cpp: `enable_thinking` is true where the template thinks, unless asked.
-        if !options.kwargs.contains_key("enable_thinking") {
-            let mut with = options.clone();
-            with.kwargs
-                .insert("enable_thinking".into(), self.thinks().into());
-            return self.render_given(messages, &with);
+        let with_thinking;
+        let options = match options.kwargs.contains_key("enable_thinking") {
+            true => options,
+            false => {
+                let mut with = options.clone();
+                with.kwargs
+                    .insert("enable_thinking".into(), self.thinks().into());
+                with_thinking = with;
+                &with_thinking
+            }
+        };
+        if !super::gemma4::needs_folding(self.source()) {
+            return self.render_given(messages, options);
         }
-        self.render_given(messages, options)
+        let folded = super::gemma4::fold_tool_responses(messages);
+        let mut text = self.render_given(&folded, options)?;
+        if options.add_generation_prompt {
+            super::gemma4::open_model_turn(&mut text);
+        }
+        Ok(text)
     }
 
     /// Whether the template has a thinking switch: its opening for a plain question differs
