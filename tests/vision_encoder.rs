@@ -3,10 +3,13 @@
 //! f16 and Q8_0 weights, an image of the input size (no resampling) and one that is resized
 //! and padded; plus the projector loader's refusals.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+use common::picture::picture;
 use llamafile::gguf::GgufFile;
 use llamafile::vision::{preprocess, Projector, RgbImage};
 
@@ -44,20 +47,6 @@ fn synth_projector(dir: &Path, ty: &str) -> Option<PathBuf> {
     let (a, b, c) = (Path::new("--mmproj"), Path::new("llava"), Path::new(ty));
     python(&[&script, a, b, c, &out_str])?;
     Some(out)
-}
-
-/// A test picture: gradients and a few hard edges, `w`×`h`.
-fn picture(w: usize, h: usize) -> RgbImage {
-    let mut img = RgbImage::filled(w, h, [0; 3]);
-    for y in 0..h {
-        for x in 0..w {
-            let i = (y * w + x) * 3;
-            img.data[i] = (x * 255 / (w - 1)) as u8;
-            img.data[i + 1] = (y * 255 / (h - 1)) as u8;
-            img.data[i + 2] = if (x / 9 + y / 7) % 2 == 0 { 230 } else { 20 };
-        }
-    }
-    img
 }
 
 /// Our embeddings of `img` and the reference's of the preprocessed image, both row-major.

@@ -9,10 +9,11 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
+use common::picture::picture;
 use llamafile::engine::load_model;
 use llamafile::gguf::GgufFile;
 use llamafile::model::Batch;
-use llamafile::vision::{preprocess, Projector, RgbImage};
+use llamafile::vision::{preprocess, Projector};
 
 fn index() -> serde_json::Value {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/vision/index.json");
@@ -48,20 +49,6 @@ fn synth(args: &[&str], out: &Path, extra: &[&str], sha: &str) -> Option<()> {
         out.display()
     );
     Some(())
-}
-
-/// The picture of tests/data/vision/README.md.
-fn picture(w: usize, h: usize) -> RgbImage {
-    let mut img = RgbImage::filled(w, h, [0; 3]);
-    for y in 0..h {
-        for x in 0..w {
-            let i = (y * w + x) * 3;
-            img.data[i] = (x * 255 / (w - 1)) as u8;
-            img.data[i + 1] = (y * 255 / (h - 1)) as u8;
-            img.data[i + 2] = if (x / 9 + y / 7) % 2 == 0 { 230 } else { 20 };
-        }
-    }
-    img
 }
 
 fn argmax(l: &[f32]) -> u32 {

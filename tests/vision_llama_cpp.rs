@@ -3,10 +3,13 @@
 //! is resized and padded and on one of the input size, through the whole path (PNG decoding,
 //! Pillow-style resampling, normalisation, the ViT and the MLP).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+use common::picture::picture;
 use llamafile::gguf::GgufFile;
 use llamafile::vision::{decode, preprocess, Projector, RgbImage};
 
@@ -53,20 +56,6 @@ fn projector(ty: &str, tag: &str) -> Option<Projector> {
     let proj = Projector::load(Arc::new(GgufFile::open(&path).unwrap())).unwrap();
     std::fs::remove_dir_all(&dir).ok();
     Some(proj)
-}
-
-/// The picture of tests/data/vision/README.md.
-fn picture(w: usize, h: usize) -> RgbImage {
-    let mut img = RgbImage::filled(w, h, [0; 3]);
-    for y in 0..h {
-        for x in 0..w {
-            let i = (y * w + x) * 3;
-            img.data[i] = (x * 255 / (w - 1)) as u8;
-            img.data[i + 1] = (y * 255 / (h - 1)) as u8;
-            img.data[i + 2] = if (x / 9 + y / 7) % 2 == 0 { 230 } else { 20 };
-        }
-    }
-    img
 }
 
 /// The picture as a PNG file's bytes.

@@ -7,6 +7,7 @@ pub mod help;
 pub mod http;
 #[cfg(target_os = "linux")]
 pub mod net;
+pub mod picture;
 pub mod server;
 pub mod synth;
 
