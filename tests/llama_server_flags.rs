@@ -121,10 +121,6 @@ fn refused_features_exit_non_zero_in_one_line_naming_the_feature() {
             &["--control-vector-layer-range", "0", "1"],
             "control vectors",
         ),
-        (
-            &["--reasoning-budget", "256"],
-            "--reasoning-budget 256: only -1 (unrestricted) and 0 (no thinking) are supported",
-        ),
         (&["--host", "/tmp/llama.sock", "-m", "x.gguf"], ""),
     ] {
         let out = llamafile(args);
@@ -145,7 +141,8 @@ fn values_are_checked_where_llama_server_checks_them() {
         (&["-sm", "diagonal"], "--split-mode"),
         (&["--numa", "everywhere"], "--numa"),
         (&["-ctk", "q9_9"], "--cache-type-k"),
-        (&["-ctk", "q8_0"], "only an f16 KV cache"),
+        (&["-ctv", "q8_0", "-fa", "off"], "quantized V cache requires flash_attn"),
+        (&["--reasoning-budget", "-2"], "--reasoning-budget -2: expected -1"),
         (&["-ngl", "many"], "--n-gpu-layers"),
         (&["--reasoning-format", "verbose"], "--reasoning-format"),
         (&["-lm", "fast"], "--load-mode"),
