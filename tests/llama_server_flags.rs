@@ -141,8 +141,14 @@ fn values_are_checked_where_llama_server_checks_them() {
         (&["-sm", "diagonal"], "--split-mode"),
         (&["--numa", "everywhere"], "--numa"),
         (&["-ctk", "q9_9"], "--cache-type-k"),
-        (&["-ctv", "q8_0", "-fa", "off"], "quantized V cache requires flash_attn"),
-        (&["--reasoning-budget", "-2"], "--reasoning-budget -2: expected -1"),
+        (
+            &["-ctv", "q8_0", "-fa", "off"],
+            "quantized V cache requires flash_attn",
+        ),
+        (
+            &["--reasoning-budget", "-2"],
+            "--reasoning-budget -2: expected -1",
+        ),
         (&["-ngl", "many"], "--n-gpu-layers"),
         (&["--reasoning-format", "verbose"], "--reasoning-format"),
         (&["-lm", "fast"], "--load-mode"),
