@@ -437,7 +437,8 @@ fn rewritten_for_minijinja(source: &str) -> String {
     let mut out = String::with_capacity(source.len());
     let mut rest = source;
     while let Some(open) = rest.find("{%") {
-        let Some(len) = rest[open..].find("%}") else {
+        // The closing delimiter after the opening one (`{%}` is not a tag).
+        let Some(len) = rest[open + 2..].find("%}").map(|n| n + 2) else {
             break;
         };
         let tag = &rest[open..open + len + 2];
@@ -655,6 +656,7 @@ mod tests {
         let t = ChatTemplate::new(source, "", "").unwrap();
         let msgs = [Message::new("user", "a"), Message::new("user", "b(c)")];
         assert_eq!(t.render(&msgs, false).unwrap(), "a!,b(c)!");
+        assert_eq!(rewritten_for_minijinja("a{%}b{%- x -%}"), "a{%}b{%- x -%}");
         assert_eq!(namespace_list_method("set x = y.append(1)"), None);
         assert_eq!(namespace_list_method("if a.b.append(1)"), None);
         let source = "{%- set ns = namespace(ids=['a', 'b', 'c']) -%}{%- set x = ns.ids.pop(0) -%}{%- set y = ns.ids.pop() -%}{{ x }}{{ y }}{{ ns.ids }}";
