@@ -330,13 +330,8 @@ fn perplexity_prints_final_estimate() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("Final estimate: PPL = "))
-        .expect("final line");
-    let ppl: f64 = line.split_whitespace().nth(4).unwrap().parse().unwrap();
-    assert!(ppl > 1.0 && ppl < 100.0, "{line}");
+    let ppl = common::final_ppl(&out.stdout);
+    assert!(ppl > 1.0 && ppl < 100.0, "{ppl}");
     // too little text for the context is a clear error
     let short = write("short.txt", b"too short\n");
     assert_one_line_error(

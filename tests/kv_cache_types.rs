@@ -36,12 +36,7 @@ fn ppl(model: &str, text: &str, ty: &str) -> f64 {
         "{ty}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("Final estimate: PPL = "))
-        .expect("final line");
-    line.split_whitespace().nth(4).unwrap().parse().unwrap()
+    common::final_ppl(&out.stdout)
 }
 
 #[test]

@@ -146,3 +146,14 @@ pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// The perplexity on `--perplexity`'s last line (`Final estimate: PPL = X +/- Y`), as
+/// llama-perplexity prints it.
+pub fn final_ppl(stdout: &[u8]) -> f64 {
+    let stdout = String::from_utf8_lossy(stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("Final estimate: PPL = "))
+        .expect("final line");
+    line.split_whitespace().nth(4).unwrap().parse().unwrap()
+}
