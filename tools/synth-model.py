@@ -10,7 +10,8 @@ for the architecture. The same arguments always give the same bytes (tests/famil
 the SHA-256 recorded with the reference logits).
 
     tools/synth-model.py FAMILY TYPE OUT.gguf [--vocab-from SMOLLM2.gguf]
-    tools/synth-model.py --mmproj FAMILY TYPE OUT.gguf   (a vision projector: llava)
+    tools/synth-model.py --mmproj FAMILY TYPE OUT.gguf   (a vision projector: llava, gemma3,
+                                                          smolvlm)
     tools/synth-model.py --list
 
 TYPE is f16 or q8_0 (2-D and 3-D expert weights; norms, RoPE factors and the expert routers stay
@@ -100,6 +101,24 @@ FAMILIES = {
                   n_layer=2, rope_base=10000.0, output=True,
                   mmproj=dict(type="mlp", image_size=84, patch_size=14, n_embd=128, n_head=4,
                               n_ff=320, n_layer=4, eps=1e-5)),
+    # Gemma 3's text side (QK-norm, post-norms, GELU, no sliding window) for the synthetic
+    # `gemma3` projector: SigLIP at 224 with 14-pixel patches, the 16x16 grid pooled by the
+    # default 4 (no scale_factor key, as real files) into 16 image tokens.
+    "gemma3": dict(arch="gemma3", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
+                   n_layer=2, rope_base=1000000.0, key_length=True, qk_norm=True,
+                   post_norms=True,
+                   mmproj=dict(type="gemma3", image_size=224, patch_size=14, n_embd=128,
+                               n_head=4, n_ff=320, n_layer=3, eps=1e-6)),
+    # SmolVLM's text side (a llama, with Idefics3's image tokens added to the vocabulary) for
+    # the synthetic `idefics3` projector: 128-pixel tiles of 16-pixel patches shuffled by 2
+    # into 16 tokens per tile; images resized to a longest side of 256 (up to 2x2 tiles).
+    "smolvlm": dict(arch="llama", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
+                    n_layer=2, rope_base=100000.0, output=True,
+                    extra_tokens=["<fake_token_around_image>", "<global-img>"]
+                    + [f"<row_{r}_col_{c}>" for r in range(1, 5) for c in range(1, 5)],
+                    mmproj=dict(type="idefics3", image_size=128, patch_size=16, n_embd=128,
+                                n_head=4, n_ff=320, n_layer=3, eps=1e-5, scale_factor=2,
+                                preproc_image_size=256)),
 }
 
 
@@ -182,12 +201,29 @@ def limit_vocab(tok, n):
     return out
 
 
+def add_tokens(tok, extra):
+    """The tokenizer with `extra` appended as user-defined tokens (type 4, which llama.cpp and
+    this engine match as special text), as a model's added tokens are converted."""
+    out = []
+    for key, val, vtype, sub in tok:
+        if key == "tokenizer.ggml.tokens":
+            val = val + list(extra)
+        elif key == "tokenizer.ggml.token_type":
+            val = val + [4] * len(extra)
+        elif key == "tokenizer.ggml.scores":
+            val = val + [0.0] * len(extra)
+        out.append((key, val, vtype, sub))
+    return out
+
+
 def build(family, wtype, out_path, vocab_path):
     p = FAMILIES[family]
     arch = p["arch"]
     tok = read_tokenizer(vocab_path)
     if p.get("vocab_limit"):
         tok = limit_vocab(tok, p["vocab_limit"])
+    if p.get("extra_tokens"):
+        tok = add_tokens(tok, p["extra_tokens"])
     n_vocab = len(next(v for k, v, _, _ in tok if k == "tokenizer.ggml.tokens"))
     e, nh, nkv, ff = p["n_embd"], p["n_head"], p["n_head_kv"], p["n_ff"]
     mla = p.get("mla")
@@ -378,17 +414,26 @@ def build(family, wtype, out_path, vocab_path):
 
 def build_mmproj(family, wtype, out_path):
     """FAMILY's vision projector as llama.cpp's clip loads it (an mmproj GGUF, architecture
-    `clip`). `mlp` (LLaVA 1.5): CLIP ViT with a class token, pre-norm, biases everywhere, quick
-    GELU; a two-layer MLP projection into the text model's width. Matrices are f16 or Q8_0,
-    the patch kernel f16 (its rows are patch_size wide), vectors and positions f32."""
+    `clip`), with the tensor names, types and metadata its converter writes for the type:
+    - `mlp` (LLaVA 1.5): CLIP ViT with a class token, pre-norm, biases everywhere, quick GELU;
+      a two-layer MLP projection into the text model's width;
+    - `gemma3`: SigLIP (patch bias, no class token, no pre-norm, post-norm, GELU), then the
+      soft-embedding norm and the input projection (`n_embd x n_text`, always f16, as the
+      converter forces it);
+    - `idefics3` (SmolVLM): SigLIP as above, the pixel-shuffle factor and the longest side of
+      the preprocessing in the metadata, and `mm.model.fc` (no bias).
+    Matrices are f16 or Q8_0; vectors and positions f32; the patch kernel f16 for `mlp` and
+    f32 for the SigLIP types (whose converters keep `.embeddings.` tensors in f32)."""
     p = FAMILIES[family]
     v = p.get("mmproj")
     if v is None:
         sys.exit(f"synth-model: family {family} has no projector (families with one: "
                  + ", ".join(f for f in FAMILIES if FAMILIES[f].get("mmproj")) + ")")
+    ty = v["type"]
+    siglip = ty in ("gemma3", "idefics3")
     e, ff, ps, size = v["n_embd"], v["n_ff"], v["patch_size"], v["image_size"]
     n_text = p["n_embd"]
-    n_pos = (size // ps) ** 2 + 1
+    n_pos = (size // ps) ** 2 + (0 if siglip else 1)
     seed = sum(ord(c) * 131 ** i for i, c in enumerate(family + "/mmproj")) & ((1 << 63) - 1)
     rng = SplitMix64(seed)
     tmp = f"{out_path}.tmp{os.getpid()}"
@@ -396,8 +441,8 @@ def build_mmproj(family, wtype, out_path):
     w.add_name("tiny synthetic projector")
     w.add_bool("clip.has_vision_encoder", True)
     w.add_bool("clip.has_text_encoder", False)
-    w.add_string("clip.projector_type", v["type"])
-    w.add_bool("clip.use_gelu", False)
+    w.add_string("clip.projector_type", ty)
+    w.add_bool("clip.use_gelu", siglip)
     w.add_uint32("clip.vision.image_size", size)
     w.add_uint32("clip.vision.patch_size", ps)
     w.add_uint32("clip.vision.embedding_length", e)
@@ -406,8 +451,16 @@ def build_mmproj(family, wtype, out_path):
     w.add_uint32("clip.vision.attention.head_count", v["n_head"])
     w.add_float32("clip.vision.attention.layer_norm_epsilon", v["eps"])
     w.add_uint32("clip.vision.block_count", v["n_layer"])
-    w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
-    w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
+    if siglip:
+        w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+        w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    else:
+        w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
+        w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
+    if v.get("scale_factor"):
+        w.add_uint32("clip.vision.projector.scale_factor", v["scale_factor"])
+    if v.get("preproc_image_size"):
+        w.add_uint32("clip.vision.preproc_image_size", v["preproc_image_size"])
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if wtype == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
 
     def values(n, amp, centre=0.0):
@@ -424,11 +477,15 @@ def build_mmproj(family, wtype, out_path):
         w.add_tensor(name, values(n, amp, centre))
 
     kernel = values(e * 3 * ps * ps, 1.0 / np.sqrt(3 * ps * ps)).reshape(e, 3, ps, ps)
-    w.add_tensor("v.patch_embd.weight", kernel.astype(np.float16))
-    vec("v.class_embd", e, 1.0)
+    w.add_tensor("v.patch_embd.weight", kernel if siglip else kernel.astype(np.float16))
+    if siglip:
+        vec("v.patch_embd.bias", e, 0.1)
+    else:
+        vec("v.class_embd", e, 1.0)
     w.add_tensor("v.position_embd.weight", values(n_pos * e, 0.5).reshape(n_pos, e))
-    vec("v.pre_ln.weight", e, 0.2, 1.0)
-    vec("v.pre_ln.bias", e, 0.2)
+    if not siglip:
+        vec("v.pre_ln.weight", e, 0.2, 1.0)
+        vec("v.pre_ln.bias", e, 0.2)
     for il in range(v["n_layer"]):
         b = f"v.blk.{il}."
         for part in ("attn_q", "attn_k", "attn_v", "attn_out"):
@@ -441,10 +498,22 @@ def build_mmproj(family, wtype, out_path):
         vec(b + "ffn_up.bias", ff, 0.1)
         mat(b + "ffn_down.weight", e, ff)
         vec(b + "ffn_down.bias", e, 0.1)
-    mat("mm.0.weight", n_text, e)
-    vec("mm.0.bias", n_text, 0.1)
-    mat("mm.2.weight", n_text, n_text)
-    vec("mm.2.bias", n_text, 0.1)
+    if siglip:
+        vec("v.post_ln.weight", e, 0.2, 1.0)
+        vec("v.post_ln.bias", e, 0.2)
+    if ty == "mlp":
+        mat("mm.0.weight", n_text, e)
+        vec("mm.0.bias", n_text, 0.1)
+        mat("mm.2.weight", n_text, n_text)
+        vec("mm.2.bias", n_text, 0.1)
+    elif ty == "gemma3":
+        # Gemma's RMS norm scales by 1 + w; the converter stores 1 + w.
+        vec("mm.soft_emb_norm.weight", e, 0.2, 1.0)
+        x = values(e * n_text, 1.0 / np.sqrt(e)).reshape(e, n_text)
+        w.add_tensor("mm.input_projection.weight", x.astype(np.float16))
+    else:
+        k = e * v["scale_factor"] ** 2
+        mat("mm.model.fc.weight", n_text, k)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

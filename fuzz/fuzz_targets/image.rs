@@ -1,6 +1,8 @@
 //! Image decoding and preprocessing of arbitrary bytes: format sniffing, the size limit read
-//! from the header, the decoders, then LLaVA's fit-and-pad resampling and normalisation. Errors
-//! are fine; panics, hangs and allocations beyond the limit are not.
+//! from the header, the decoders, then each projector type's preparation (LLaVA's and Gemma
+//! 3's fit-and-pad resampling, Idefics3's resizing and tiling, with and without a longest
+//! side) and normalisation. Errors are fine; panics, hangs and allocations beyond the limit are
+//! not.
 
 #![no_main]
 
@@ -12,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     assert_eq!(img.data.len(), img.width * img.height * 3);
-    let hp = VisionHparams {
+    let mut hp = VisionHparams {
         image_size: 28,
         patch_size: 14,
         n_embd: 8,
@@ -24,8 +26,22 @@ fuzz_target!(|data: &[u8]| {
         image_std: [0.27, 0.26, 0.28],
         ffn_act: FfnActivation::GeluQuick,
         feature_layers: Vec::new(),
+        n_merge: 2,
+        longest_edge: Some(56),
     };
-    let pre = vision::preprocess(&img, ProjectorType::Mlp, &hp);
-    assert_eq!(pre.data.len(), 3 * 28 * 28);
-    assert!(pre.data.iter().all(|v| v.is_finite()));
+    for ty in ProjectorType::ALL {
+        let pre = vision::preprocess(&img, ty, &hp);
+        assert_eq!(pre.data.len(), 3 * 28 * 28);
+        assert!(pre.data.iter().all(|v| v.is_finite()));
+    }
+    let tiles = vision::preprocess_tiles(&img, ProjectorType::Idefics3, &hp);
+    let (cols, rows) = tiles.grid.expect("idefics3 tiles");
+    assert_eq!(tiles.images.len(), cols * rows + 1);
+    assert!(cols * rows <= 4, "a longest side of two tiles");
+    // Without a longest side the tiles follow the image's own size: only small images here.
+    if img.width <= 200 && img.height <= 200 {
+        hp.longest_edge = None;
+        let tiles = vision::preprocess_tiles(&img, ProjectorType::Idefics3, &hp);
+        assert_eq!(tiles.images.len(), tiles.grid.map_or(1, |(c, r)| c * r + 1));
+    }
 });

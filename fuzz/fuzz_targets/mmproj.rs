@@ -1,6 +1,7 @@
 //! Projector (mmproj) loading of arbitrary bytes: the GGUF, the `clip.*` metadata, every
-//! tensor's shape and type; a small projector that loads is then run on a flat image. Errors
-//! are fine; panics, hangs and reads outside the input are not.
+//! tensor's shape and type, for every projector type built (`mlp`, `gemma3`, `idefics3`); a
+//! small projector that loads is then run on a flat image (every tile of it). Errors are fine;
+//! panics, hangs and reads outside the input are not.
 
 #![no_main]
 
@@ -23,7 +24,14 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let img = RgbImage::filled(5, 3, [120, 30, 200]);
-    let pre = vision::preprocess(&img, proj.ty, hp);
-    let out = proj.encode(&pre);
-    assert_eq!(out.len(), proj.n_image_tokens() * proj.n_embd_out());
+    if proj.n_tokens_for(img.width, img.height) > 16 * proj.n_image_tokens() {
+        return; // many tiles (a long `preproc_image_size`): slow, not different
+    }
+    let tiles = vision::preprocess_tiles(&img, proj.ty, hp);
+    let mut n = 0;
+    for tile in &tiles.images {
+        n += proj.encode(tile).len();
+    }
+    let want = proj.n_tokens_for(img.width, img.height) * proj.n_embd_out();
+    assert_eq!(n, want);
 });

@@ -1,7 +1,9 @@
 //! Loading llama.cpp's `clip` GGUF files (mmproj): the projector type, the vision tower's
 //! hyperparameters (`clip.vision.*`) and its tensors (`v.*`, `mm.*`), shape-checked and left in
 //! the mapped file. Every tensor of the file must be one the encoder reads: a file of a variant
-//! this engine does not build is refused, naming a tensor it would ignore.
+//! this engine does not build is refused, naming a tensor it would ignore. Types built: `mlp`
+//! (LLaVA 1.5), `gemma3` (SigLIP, average pooling, soft-embedding norm, input projection) and
+//! `idefics3` (SigLIP, pixel shuffle, one linear layer; SmolVLM).
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -10,6 +12,7 @@ use std::sync::Arc;
 use super::VisionError;
 use crate::gguf::GgufFile;
 use crate::model::Tensor;
+use crate::ops::QMat;
 use crate::quant::{self, GgmlType};
 
 /// The projector architectures built.
@@ -17,6 +20,36 @@ use crate::quant::{self, GgmlType};
 pub enum ProjectorType {
     /// LLaVA 1.5 / BakLLaVA: CLIP ViT, class token, pre-norm, two-layer MLP.
     Mlp,
+    /// Gemma 3: SigLIP (no class token, post-norm), the patch grid average-pooled by
+    /// `n_merge` per side, RMS norm (`mm.soft_emb_norm`), then `mm.input_projection`.
+    Gemma3,
+    /// SmolVLM / Idefics3: SigLIP, pixel shuffle by `n_merge` per side, `mm.model.fc`; images
+    /// are cut into tiles of the input size plus an overview.
+    Idefics3,
+}
+
+impl ProjectorType {
+    /// Every type built, by its `clip.projector_type` name.
+    pub const ALL: [ProjectorType; 3] = [
+        ProjectorType::Mlp,
+        ProjectorType::Gemma3,
+        ProjectorType::Idefics3,
+    ];
+
+    /// The name llama.cpp's files give the type (`clip.projector_type`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ProjectorType::Mlp => "mlp",
+            ProjectorType::Gemma3 => "gemma3",
+            ProjectorType::Idefics3 => "idefics3",
+        }
+    }
+}
+
+/// The names of the supported types, comma-separated (for the refusal of any other).
+pub(super) fn supported_names() -> String {
+    let names: Vec<&str> = ProjectorType::ALL.iter().map(|t| t.name()).collect();
+    names.join(", ")
 }
 
 /// The activation of the ViT's feed-forward blocks (`clip.use_gelu`, `clip.use_silu`; neither:
@@ -42,9 +75,16 @@ pub struct VisionHparams {
     pub image_mean: [f32; 3],
     pub image_std: [f32; 3],
     pub ffn_act: FfnActivation,
-    /// `clip.vision.feature_layer`: the hidden states (0 = the encoder's input) stacked side by
-    /// side as the projector's input; empty: the output of block `n_layer - 2`.
+    /// `clip.vision.feature_layer` (`mlp` only): the hidden states (0 = the encoder's input)
+    /// stacked side by side as the projector's input; empty: the output of block `n_layer - 2`.
     pub feature_layers: Vec<usize>,
+    /// Patches merged per side after the tower (`clip.vision.projector.scale_factor`): the
+    /// average-pooling kernel of `gemma3` (default 4), the pixel-shuffle factor of `idefics3`
+    /// (at least 2); 1 for `mlp`.
+    pub n_merge: usize,
+    /// `idefics3`: the longest side an image is resized to before it is cut into tiles
+    /// (`clip.vision.preproc_image_size`); `None` in older files.
+    pub longest_edge: Option<usize>,
 }
 
 impl VisionHparams {
@@ -53,13 +93,21 @@ impl VisionHparams {
         self.image_size / self.patch_size
     }
 
-    /// Blocks that run: up to the deepest feature layer, else all but the last (llama.cpp's
-    /// choice for LLaVA, whose converter already dropped CLIP's last block).
-    pub fn blocks_run(&self) -> usize {
-        match self.feature_layers.iter().max() {
-            Some(&m) => m,
-            None => self.n_layer - 1,
+    /// Blocks that run for a projector of type `ty`: for `mlp` up to the deepest feature layer,
+    /// else all but the last (llama.cpp's choice for LLaVA, whose converter already dropped
+    /// CLIP's last block); SigLIP towers run them all.
+    pub fn blocks_run(&self, ty: ProjectorType) -> usize {
+        match (ty, self.feature_layers.iter().max()) {
+            (ProjectorType::Mlp, Some(&m)) => m,
+            (ProjectorType::Mlp, None) => self.n_layer - 1,
+            _ => self.n_layer,
         }
+    }
+
+    /// Image tokens per side of one encoded input after merging (`n_merge` divides the
+    /// patches per side).
+    pub fn tokens_per_side(&self) -> usize {
+        self.patches_per_side() / self.n_merge
     }
 }
 
@@ -67,6 +115,39 @@ impl VisionHparams {
 pub(super) struct Linear {
     pub w: Tensor,
     pub b: Option<Vec<f32>>,
+}
+
+/// A weight matrix held in memory rather than the mapped file (a transposed copy).
+pub(super) struct OwnedMat {
+    pub ty: GgmlType,
+    pub rows: usize,
+    pub cols: usize,
+    pub data: Vec<u8>,
+}
+
+impl OwnedMat {
+    pub fn mat(&self) -> QMat<'_> {
+        QMat {
+            ty: self.ty,
+            rows: self.rows,
+            cols: self.cols,
+            data: &self.data,
+        }
+    }
+}
+
+/// What turns the tower's output into the text model's rows.
+pub(super) enum Head {
+    /// `mm.0`, GELU, `mm.2`.
+    Mlp { mm0: Linear, mm2: Linear },
+    /// `mm.soft_emb_norm` (RMS) and `mm.input_projection` (stored `n_embd × n_text`, kept here
+    /// transposed to `n_text` rows, as llama.cpp's graph transposes it).
+    Gemma3 {
+        soft_emb_norm: Vec<f32>,
+        input_proj: OwnedMat,
+    },
+    /// `mm.model.fc` on the pixel-shuffled rows (`n_merge² · n_embd` wide).
+    Idefics3 { fc: Linear },
 }
 
 /// A LayerNorm's scale and shift.
@@ -100,15 +181,14 @@ pub struct Projector {
     pub(super) pre_ln: Option<Norm>,
     pub(super) post_ln: Option<Norm>,
     pub(super) blocks: Vec<Block>,
-    pub(super) mm0: Linear,
-    pub(super) mm2: Linear,
+    pub(super) head: Head,
 }
 
 impl Projector {
     /// Reads a projector file's metadata and locates its tensors.
     pub fn load(file: Arc<GgufFile>) -> Result<Projector, VisionError> {
         let ty = projector_type(&file)?;
-        let hparams = hparams(&file)?;
+        let hparams = hparams(&file, ty)?;
         let l = Lookup {
             file: &file,
             used: RefCell::new(HashSet::new()),
@@ -118,7 +198,11 @@ impl Projector {
         let n_patches = h.patches_per_side() * h.patches_per_side();
         let patch_embd = l.weight("v.patch_embd.weight", &[p, p, 3, e])?;
         let patch_bias = l.opt_vector("v.patch_embd.bias", e)?;
-        let class_embd = l.opt_vector("v.class_embd", e)?;
+        // SigLIP has no class token (llama.cpp's graph would not read one).
+        let class_embd = match ty {
+            ProjectorType::Mlp => l.opt_vector("v.class_embd", e)?,
+            _ => None,
+        };
         let n_pos = n_patches + class_embd.is_some() as usize;
         let pos_embd = l.tensor("v.position_embd.weight", &[e, n_pos])?;
         let pos_embd = pos_embd.to_f32(&file);
@@ -127,10 +211,22 @@ impl Projector {
         let blocks = (0..h.n_layer)
             .map(|il| l.block(il, e, ff))
             .collect::<Result<Vec<_>, _>>()?;
-        let n_stack = h.feature_layers.len().max(1);
-        let mm0 = l.linear("mm.0", e * n_stack, None)?;
-        let proj_ff = mm0.w.info.dims[1] as usize;
-        let mm2 = l.linear("mm.2", proj_ff, None)?;
+        let head = match ty {
+            ProjectorType::Mlp => {
+                let n_stack = h.feature_layers.len().max(1);
+                let mm0 = l.linear("mm.0", e * n_stack, None)?;
+                let proj_ff = mm0.w.info.dims[1] as usize;
+                let mm2 = l.linear("mm.2", proj_ff, None)?;
+                Head::Mlp { mm0, mm2 }
+            }
+            ProjectorType::Gemma3 => Head::Gemma3 {
+                soft_emb_norm: l.vector("mm.soft_emb_norm.weight", e)?,
+                input_proj: l.transposed("mm.input_projection.weight", e)?,
+            },
+            ProjectorType::Idefics3 => Head::Idefics3 {
+                fc: l.linear("mm.model.fc", e * h.n_merge * h.n_merge, None)?,
+            },
+        };
         if let Some(unused) = file
             .tensors()
             .iter()
@@ -149,20 +245,34 @@ impl Projector {
             pre_ln,
             post_ln,
             blocks,
-            mm0,
-            mm2,
+            head,
         })
     }
 
     /// The width of the rows the projector gives: the text model's embedding width.
     pub fn n_embd_out(&self) -> usize {
-        self.mm2.w.info.dims[1] as usize
+        match &self.head {
+            Head::Mlp { mm2, .. } => mm2.w.info.dims[1] as usize,
+            Head::Gemma3 { input_proj, .. } => input_proj.rows,
+            Head::Idefics3 { fc } => fc.w.info.dims[1] as usize,
+        }
     }
 
-    /// Rows (image tokens) one image becomes.
+    /// Rows (image tokens) one encoded input becomes: the whole image for `mlp` and `gemma3`,
+    /// each tile and the overview for `idefics3` (see [`super::preprocess_tiles`]).
     pub fn n_image_tokens(&self) -> usize {
-        let s = self.hparams.patches_per_side();
+        let s = self.hparams.tokens_per_side();
         s * s
+    }
+
+    /// Rows all of an image of `width`×`height` pixels becomes (its tiles' and overview's for
+    /// `idefics3`), known before the image is prepared: for checking it against the context.
+    pub fn n_tokens_for(&self, width: usize, height: usize) -> usize {
+        let inputs = match super::preprocess::tile_grid(width, height, self.ty, &self.hparams) {
+            Some((cols, rows)) => cols * rows + 1,
+            None => 1,
+        };
+        inputs * self.n_image_tokens()
     }
 }
 
@@ -179,13 +289,13 @@ fn projector_type(file: &GgufFile) -> Result<ProjectorType, VisionError> {
         .get_str("clip.projector_type")
         .or_else(|| file.get_str("clip.vision.projector_type"))
         .ok_or_else(|| VisionError::MissingKey("clip.projector_type".into()))?;
-    match name {
-        "mlp" => Ok(ProjectorType::Mlp),
-        other => Err(VisionError::UnsupportedProjector(other.to_string())),
-    }
+    ProjectorType::ALL
+        .into_iter()
+        .find(|t| t.name() == name)
+        .ok_or_else(|| VisionError::UnsupportedProjector(name.to_string()))
 }
 
-fn hparams(file: &GgufFile) -> Result<VisionHparams, VisionError> {
+fn hparams(file: &GgufFile, ty: ProjectorType) -> Result<VisionHparams, VisionError> {
     let u = |key: &str| -> Result<usize, VisionError> {
         match file.get(key) {
             None => Err(VisionError::MissingKey(key.into())),
@@ -285,7 +395,7 @@ fn hparams(file: &GgufFile) -> Result<VisionHparams, VisionError> {
             out
         }
     };
-    if feature_layers.is_empty() && n_layer < 2 {
+    if ty == ProjectorType::Mlp && feature_layers.is_empty() && n_layer < 2 {
         return Err(VisionError::BadValue(
             "clip.vision.block_count".into(),
             format!("{n_layer}: LLaVA reads the penultimate block, so at least 2 are needed"),
@@ -296,7 +406,53 @@ fn hparams(file: &GgufFile) -> Result<VisionHparams, VisionError> {
             "image slicing (clip.vision.image_grid_pinpoints, LLaVA 1.6)".into(),
         ));
     }
+    let opt_u = |key: &str| -> Result<Option<usize>, VisionError> {
+        match file.get(key) {
+            None => Ok(None),
+            Some(_) => u(key).map(Some),
+        }
+    };
+    let scale_key = "clip.vision.projector.scale_factor";
+    let n_merge = match ty {
+        ProjectorType::Mlp => 1,
+        ProjectorType::Gemma3 => opt_u(scale_key)?.unwrap_or(4),
+        ProjectorType::Idefics3 => match opt_u(scale_key)? {
+            Some(n) if n >= 2 => n,
+            Some(n) => {
+                return Err(VisionError::BadValue(
+                    scale_key.into(),
+                    format!("{n}: pixel shuffle needs a factor of at least 2"),
+                ))
+            }
+            None => return Err(VisionError::MissingKey(scale_key.into())),
+        },
+    };
+    // llama.cpp counts the tokens as patches / n_merge², which is what its graphs give only
+    // when n_merge divides the patches per side.
+    if !(image_size / patch_size).is_multiple_of(n_merge) {
+        return Err(VisionError::BadValue(
+            scale_key.into(),
+            format!(
+                "{n_merge} does not divide the {} patches per side",
+                image_size / patch_size
+            ),
+        ));
+    }
+    let longest_edge = match ty {
+        ProjectorType::Idefics3 => {
+            let key = "clip.vision.preproc_image_size";
+            match opt_u(key)? {
+                Some(n) if n > 8192 => {
+                    return Err(VisionError::BadValue(key.into(), format!("{n}")))
+                }
+                other => other,
+            }
+        }
+        _ => None,
+    };
     Ok(VisionHparams {
+        n_merge,
+        longest_edge,
         image_size,
         patch_size,
         n_embd,
@@ -307,7 +463,11 @@ fn hparams(file: &GgufFile) -> Result<VisionHparams, VisionError> {
         image_mean,
         image_std,
         ffn_act,
-        feature_layers,
+        // Validated for every type, as llama.cpp does, but only LLaVA's graph reads them.
+        feature_layers: match ty {
+            ProjectorType::Mlp => feature_layers,
+            _ => Vec::new(),
+        },
     })
 }
 
@@ -351,6 +511,42 @@ impl Lookup<'_> {
             });
         }
         Ok(t)
+    }
+
+    /// `name`, a plain float matrix of `n_in` rows (GGUF `[n_out, n_in]`), transposed into
+    /// `n_out` rows of `n_in`, keeping its type: llama.cpp's graph multiplies by the transposed
+    /// copy (which it can make only of float types).
+    fn transposed(&self, name: &str, n_in: usize) -> Result<OwnedMat, VisionError> {
+        let n_out = match self.file.tensor(name) {
+            Some(t) if t.dims.len() == 2 => t.dims[0] as usize,
+            _ => 0, // the shape check below names what is wrong
+        };
+        let t = self.weight(name, &[n_out, n_in])?;
+        let size = match t.info.ty {
+            GgmlType::F32 => 4,
+            GgmlType::F16 | GgmlType::BF16 => 2,
+            ty => {
+                return Err(VisionError::WeightType {
+                    name: name.to_string(),
+                    ty,
+                })
+            }
+        };
+        let src = self.file.tensor_data(&t.info);
+        let mut data = vec![0u8; src.len()];
+        for i in 0..n_in {
+            for j in 0..n_out {
+                let from = (i * n_out + j) * size;
+                let to = (j * n_in + i) * size;
+                data[to..to + size].copy_from_slice(&src[from..from + size]);
+            }
+        }
+        Ok(OwnedMat {
+            ty: t.info.ty,
+            rows: n_out,
+            cols: n_in,
+            data,
+        })
     }
 
     fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, VisionError> {
@@ -498,7 +694,7 @@ mod tests {
         let p = tiny(|_| {}).unwrap();
         assert_eq!((p.n_image_tokens(), p.n_embd_out()), (4, 8));
         assert_eq!(p.hparams.ffn_act, FfnActivation::GeluQuick);
-        assert_eq!(p.hparams.blocks_run(), 1);
+        assert_eq!(p.hparams.blocks_run(p.ty), 1);
         let img = crate::vision::RgbImage::filled(3, 5, [200, 10, 90]);
         let pre = crate::vision::preprocess(&img, p.ty, &p.hparams);
         let out = p.encode(&pre);
@@ -510,11 +706,11 @@ mod tests {
     fn refusals_name_what_is_wrong() {
         let err = |edit: fn(&mut GgufWriter)| tiny(edit).err().unwrap().to_string();
         let e = err(|w| {
-            w.add_kv("clip.projector_type", "gemma3");
+            w.add_kv("clip.projector_type", "pixtral");
         });
         assert_eq!(
             e,
-            "projector type 'gemma3' is not supported (supported: mlp)"
+            "projector type 'pixtral' is not supported (supported: mlp, gemma3, idefics3)"
         );
         let e = err(|w| {
             w.add_kv("clip.has_vision_encoder", false);

@@ -1,10 +1,12 @@
-//! The `mlp` projector's forward pass, as llama.cpp's clip graph for LLaVA runs it: patch
-//! embedding (the convolution as one matrix product), the class token *after* the patches (the
-//! order this llama.cpp version concatenates them in), learned position embeddings, pre-norm,
-//! the ViT blocks up to the feature layer, then the rows of positions 1..=n_patches through a
-//! two-layer MLP with GELU.
+//! The projectors' forward passes, as llama.cpp's clip graphs run them. The tower: patch
+//! embedding (the convolution as one matrix product), for `mlp` the class token *after* the
+//! patches (the order this llama.cpp version concatenates them in), learned position
+//! embeddings, pre-norm if the file has one, the ViT blocks (for `mlp` up to the feature layer),
+//! post-norm if the file has one. Then the head: `mlp` takes the rows of positions
+//! 1..=n_patches through a two-layer MLP with GELU; `gemma3` average-pools the patch grid,
+//! RMS-normalises and projects (`head.rs`); `idefics3` pixel-shuffles and projects.
 
-use super::clip::{Block, FfnActivation, Linear, Projector, ProjectorType};
+use super::clip::{Block, FfnActivation, Head, Linear, Projector};
 use super::layers::{
     attention, gelu_in_place, gelu_quick_in_place, layer_norm_rows, silu_in_place,
 };
@@ -17,7 +19,6 @@ impl Projector {
     ///
     /// Panics if `img` is not the projector's input size (`preprocess` always makes it so).
     pub fn encode(&self, img: &PlanarImage) -> Vec<f32> {
-        let ProjectorType::Mlp = self.ty;
         let h = &self.hparams;
         assert!(
             img.width == h.image_size && img.height == h.image_size,
@@ -42,7 +43,7 @@ impl Projector {
             layer_norm_rows(&mut x, e, &ln.w, &ln.b, h.eps);
         }
 
-        let depth = h.blocks_run();
+        let depth = h.blocks_run(self.ty);
         let mut stack: Vec<Vec<f32>> = Vec::new();
         for (il, block) in self.blocks[..depth].iter().enumerate() {
             if h.feature_layers.contains(&il) {
@@ -53,6 +54,9 @@ impl Projector {
         if let Some(ln) = &self.post_ln {
             layer_norm_rows(&mut x, e, &ln.w, &ln.b, h.eps);
         }
+        let Head::Mlp { mm0, mm2 } = &self.head else {
+            return self.siglip_head(&x);
+        };
         if h.feature_layers.contains(&depth) {
             stack.push(x.clone());
         }
@@ -73,9 +77,9 @@ impl Projector {
         // row 0 to stay in bounds, whatever sits there), else all of them.
         let skip = self.class_embd.is_some() as usize;
         let rows = &features[skip * width..(skip + n_patches) * width];
-        let mut hidden = self.linear(&self.mm0, rows, n_patches);
+        let mut hidden = self.linear(mm0, rows, n_patches);
         gelu_in_place(&mut hidden);
-        self.linear(&self.mm2, &hidden, n_patches)
+        self.linear(mm2, &hidden, n_patches)
     }
 
     /// The convolution of `patch_size` stride over the image, as a product of each patch
@@ -138,7 +142,7 @@ impl Projector {
     }
 
     /// `x · Wᵀ + b` for `n` rows of `x`.
-    fn linear(&self, l: &Linear, x: &[f32], n: usize) -> Vec<f32> {
+    pub(super) fn linear(&self, l: &Linear, x: &[f32], n: usize) -> Vec<f32> {
         let w = l.w.mat(&self.file);
         let mut out = vec![0f32; n * w.rows];
         matmul(&w, x, n, &mut out);

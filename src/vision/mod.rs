@@ -1,12 +1,16 @@
 //! Images in: decoding image files, the vision encoders of llama.cpp's `clip` projector files
-//! (`--mmproj`), and the embeddings they give the text model. Today: LLaVA 1.5's `mlp`
-//! projector (a CLIP ViT and a two-layer MLP) on the CPU kernels, threaded on the pool.
+//! (`--mmproj`), and the embeddings they give the text model: LLaVA 1.5's `mlp` projector (a
+//! CLIP ViT and a two-layer MLP), Gemma 3's (`gemma3`: SigLIP, pooling, soft-embedding norm)
+//! and SmolVLM's (`idefics3`: SigLIP, pixel shuffle, tiles) on the CPU kernels, threaded on
+//! the pool.
 //!
-//! The pipeline is `image::decode` → `preprocess` (resize, pad, normalise, as clip does for the
-//! projector type) → `Projector::encode` → one row of the text model's width per image token.
+//! The pipeline is `image::decode` → `preprocess_tiles` (resize, pad, slice, normalise, as clip
+//! does for the projector type; one input for `mlp` and `gemma3`) → `Projector::encode` on each
+//! input → one row of the text model's width per image token.
 
 mod clip;
 mod encode;
+mod head;
 pub mod image;
 mod layers;
 mod preprocess;
@@ -14,7 +18,7 @@ pub mod resize;
 
 pub use clip::{FfnActivation, Projector, ProjectorType, VisionHparams};
 pub use image::{decode, RgbImage};
-pub use preprocess::{preprocess, PlanarImage};
+pub use preprocess::{preprocess, preprocess_tiles, tile_grid, PlanarImage, Tiles};
 
 use crate::gguf::GgufError;
 use crate::quant::GgmlType;
@@ -38,7 +42,10 @@ pub enum VisionError {
     Gguf(#[from] GgufError),
     #[error("projector: {0}")]
     NotAProjector(String),
-    #[error("projector type '{0}' is not supported (supported: mlp)")]
+    #[error(
+        "projector type '{0}' is not supported (supported: {list})",
+        list = clip::supported_names()
+    )]
     UnsupportedProjector(String),
     #[error("projector: metadata '{0}' is missing")]
     MissingKey(String),

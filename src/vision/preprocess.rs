@@ -1,11 +1,21 @@
-//! From a decoded image to the encoder's input, as llama.cpp's clip prepares it for each
-//! projector type: LLaVA 1.5 (`mlp`) scales the image to fit the square input with Pillow's
-//! bicubic filter, pads the rest with the CLIP mean colour (122, 116, 104), and normalises each
-//! channel with the file's mean and standard deviation.
+//! From a decoded image to the encoder's inputs, as llama.cpp's clip prepares them for each
+//! projector type, every input normalised per channel with the file's mean and standard
+//! deviation:
+//! - LLaVA 1.5 (`mlp`) scales the image to fit the square input with Pillow's bicubic filter
+//!   and pads the rest with the CLIP mean colour (122, 116, 104);
+//! - Gemma 3 (`gemma3`) does the same with the bilinear filter and black padding (this
+//!   llama.cpp keeps the aspect ratio; Hugging Face's processor stretches);
+//! - Idefics3 (`idefics3`) cuts the image into tiles of the input size, in rows, and adds an
+//!   overview of the whole image, encoded last. With `clip.vision.preproc_image_size` (files
+//!   converted today): Lanczos-resized so that its longer side is that size (the other side
+//!   truncated, then made even), Lanczos-resized again up to whole tiles, cut; the overview is
+//!   that resized down to one tile. Without it: the overview is the image bicubic-resized to
+//!   one tile; the tiles come from the image fitted (bicubic, aspect kept, black padding) into
+//!   its size rounded to whole tiles (at least one per side).
 
 use super::clip::{ProjectorType, VisionHparams};
 use super::image::RgbImage;
-use super::resize::{fit_padded, Filter};
+use super::resize::{fit_padded, resize, Filter};
 
 /// A normalised image, channel-planar: `data[c][y][x]` at `(c * height + y) * width + x`.
 #[derive(Clone, Debug)]
@@ -18,18 +28,134 @@ pub struct PlanarImage {
 /// The padding colour of LLaVA's preprocessing: CLIP's mean, in 8 bits.
 const LLAVA_PAD: [u8; 3] = [122, 116, 104];
 
-/// `img` prepared for a projector of type `ty` with hyperparameters `hp`.
+/// The encoder inputs of one image, in the order llama.cpp encodes them.
+#[derive(Clone, Debug)]
+pub struct Tiles {
+    /// Each input of the projector's size: for `idefics3` the tiles row by row, then the
+    /// overview; otherwise the one input.
+    pub images: Vec<PlanarImage>,
+    /// `idefics3`: the tiles' columns and rows (`images` holds `cols · rows` tiles and the
+    /// overview); `None` for a single input.
+    pub grid: Option<(usize, usize)>,
+}
+
+/// The whole of `img` as one input of the projector's size, for a projector of type `ty`
+/// with hyperparameters `hp`: what the projector encodes for `mlp` and `gemma3`, the overview
+/// for `idefics3` (whose full input is [`preprocess_tiles`]).
 pub fn preprocess(img: &RgbImage, ty: ProjectorType, hp: &VisionHparams) -> PlanarImage {
+    let sz = hp.image_size;
     let sized = match ty {
-        ProjectorType::Mlp => fit_padded(
-            img,
-            hp.image_size,
-            hp.image_size,
-            Filter::Bicubic,
-            LLAVA_PAD,
-        ),
+        ProjectorType::Mlp => fit_padded(img, sz, sz, Filter::Bicubic, LLAVA_PAD),
+        ProjectorType::Gemma3 => fit_padded(img, sz, sz, Filter::Bilinear, [0; 3]),
+        ProjectorType::Idefics3 => idefics3(img, hp).1,
     };
     normalise(&sized, &hp.image_mean, &hp.image_std)
+}
+
+/// Every input the projector encodes for `img`, as llama.cpp's mtmd prepares them.
+pub fn preprocess_tiles(img: &RgbImage, ty: ProjectorType, hp: &VisionHparams) -> Tiles {
+    let norm = |i: &RgbImage| normalise(i, &hp.image_mean, &hp.image_std);
+    match ty {
+        ProjectorType::Mlp | ProjectorType::Gemma3 => Tiles {
+            images: vec![preprocess(img, ty, hp)],
+            grid: None,
+        },
+        ProjectorType::Idefics3 => {
+            let (refined, overview) = idefics3(img, hp);
+            let t = hp.image_size;
+            let (cols, rows) = (refined.width / t, refined.height / t);
+            let mut images = Vec::with_capacity(cols * rows + 1);
+            for y in 0..rows {
+                for x in 0..cols {
+                    images.push(norm(&crop(&refined, x * t, y * t, t)));
+                }
+            }
+            images.push(norm(&overview));
+            Tiles {
+                images,
+                grid: Some((cols, rows)),
+            }
+        }
+    }
+}
+
+/// The tiles' columns and rows llama.cpp cuts an image of `width`×`height` into, for a
+/// projector of type `ty` (`None`: a single input), computed without touching the pixels, so
+/// that an image's token count can be checked before it is prepared.
+pub fn tile_grid(
+    width: usize,
+    height: usize,
+    ty: ProjectorType,
+    hp: &VisionHparams,
+) -> Option<(usize, usize)> {
+    match ty {
+        ProjectorType::Mlp | ProjectorType::Gemma3 => None,
+        ProjectorType::Idefics3 => {
+            let t = hp.image_size;
+            let (w, h) = idefics3_sizes(width, height, hp).1;
+            Some((w / t, h / t))
+        }
+    }
+}
+
+/// Idefics3's resized size (with `longest_edge`) and refined size (whole tiles per side).
+fn idefics3_sizes(
+    width: usize,
+    height: usize,
+    hp: &VisionHparams,
+) -> ((usize, usize), (usize, usize)) {
+    let t = hp.image_size;
+    match hp.longest_edge {
+        Some(longest) => {
+            let aspect = width as f64 / height as f64;
+            // Sides are at least 1 here, where llama.cpp would fail on a 0 (an image more than
+            // `longest` times wider than tall).
+            let even = |n: usize| (n + n % 2).max(1);
+            let (w, h) = if width >= height {
+                (longest, even((longest as f64 / aspect) as usize))
+            } else {
+                (even((longest as f64 * aspect) as usize), longest)
+            };
+            ((w, h), (w.div_ceil(t) * t, h.div_ceil(t) * t))
+        }
+        None => {
+            // Each side rounded to the nearest whole tile (at least one), in f32 like clip.
+            let round = |n: usize| (((n as f32 / t as f32).round() as usize) * t).max(t);
+            ((width, height), (round(width), round(height)))
+        }
+    }
+}
+
+/// Idefics3's refined image (whole tiles per side) and its overview (one tile).
+fn idefics3(img: &RgbImage, hp: &VisionHparams) -> (RgbImage, RgbImage) {
+    let t = hp.image_size;
+    let ((w, h), (rw, rh)) = idefics3_sizes(img.width, img.height, hp);
+    match hp.longest_edge {
+        Some(_) => {
+            let resized = resize(img, w, h, Filter::Lanczos3);
+            let refined = resize(&resized, rw, rh, Filter::Lanczos3);
+            let overview = resize(&refined, t, t, Filter::Lanczos3);
+            (refined, overview)
+        }
+        None => {
+            let overview = resize(img, t, t, Filter::Bicubic);
+            let refined = fit_padded(img, rw, rh, Filter::Bicubic, [0; 3]);
+            (refined, overview)
+        }
+    }
+}
+
+/// The `size`-sided square of `img` whose top-left corner is (`x`, `y`).
+fn crop(img: &RgbImage, x: usize, y: usize, size: usize) -> RgbImage {
+    let mut data = Vec::with_capacity(size * size * 3);
+    for row in y..y + size {
+        data.extend_from_slice(&img.data[(row * img.width + x) * 3..][..size * 3]);
+    }
+    RgbImage {
+        width: size,
+        height: size,
+        data,
+    }
 }
 
 /// `(v / 255 - mean) / std` per channel, in f32 as clip computes it.
@@ -51,6 +177,55 @@ fn normalise(img: &RgbImage, mean: &[f32; 3], std: &[f32; 3]) -> PlanarImage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vision::FfnActivation;
+
+    fn hp(image_size: usize, longest_edge: Option<usize>) -> VisionHparams {
+        VisionHparams {
+            image_size,
+            patch_size: 2,
+            n_embd: 4,
+            n_ff: 8,
+            n_head: 1,
+            n_layer: 1,
+            eps: 1e-6,
+            image_mean: [0.5; 3],
+            image_std: [0.5; 3],
+            ffn_act: FfnActivation::Gelu,
+            feature_layers: Vec::new(),
+            n_merge: 2,
+            longest_edge,
+        }
+    }
+
+    #[test]
+    fn idefics3_tiles_then_overview() {
+        let img = RgbImage::filled(9, 3, [10, 20, 30]);
+        // Without a longest side: 9/4 rounds to 2 tiles, 3/4 to 1.
+        let h = hp(4, None);
+        let t = preprocess_tiles(&img, ProjectorType::Idefics3, &h);
+        assert_eq!(t.grid, Some((2, 1)));
+        assert_eq!(tile_grid(9, 3, ProjectorType::Idefics3, &h), Some((2, 1)));
+        assert_eq!(t.images.len(), 3);
+        assert!(t.images.iter().all(|i| (i.width, i.height) == (4, 4)));
+        // The tiles come from the image fitted into 8×4 with black padding: 8×3 (ceil) at row
+        // 0, then one black row; the flat colour survives resampling.
+        let v = |c: u8| (c as f32 / 255.0 - 0.5) / 0.5;
+        assert_eq!(t.images[0].data[0], v(10));
+        assert_eq!(t.images[0].data[3 * 4], v(0), "row 3 is padding");
+        // With a longest side of 12: 12 × (12/3 = 4) → 3×1 tiles of 4.
+        let h = hp(4, Some(12));
+        let t = preprocess_tiles(&img, ProjectorType::Idefics3, &h);
+        assert_eq!((t.grid, t.images.len()), (Some((3, 1)), 4));
+        // A portrait image: the short side truncated then made even (12 · 3/9 = 4).
+        assert_eq!(
+            tile_grid(3, 9, ProjectorType::Idefics3, &h),
+            Some((1, 3)),
+            "4 wide, 12 tall"
+        );
+        // One input for the other types.
+        let t = preprocess_tiles(&img, ProjectorType::Gemma3, &h);
+        assert_eq!((t.grid, t.images.len()), (None, 1));
+    }
 
     #[test]
     fn normalise_is_planar() {

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Regenerates llama.cpp's image embeddings of the synthetic SigLIP projectors for
+tests/vision_siglip.rs (tests/data/vision/README.md describes the files).
+
+    tools/make-vision-refs.py [--bin DIR] [--out DIR] [--vocab-from SMOLLM2.gguf]
+
+For each projector (`tools/synth-model.py --mmproj gemma3|smolvlm f16|q8_0`) and test picture
+(the tests' `picture(W, H)`, as a PNG), runs `llama-mtmd-cli` (from --bin, default
+~/.cache/llama-cpp-ref/bin) with the family's synthetic text model, 2 threads, flash attention
+off, and its `MTMD_DEBUG_EMBEDDINGS` hook pointed at a pipe: the hook writes
+`[int32 n_tokens][int32 n_embd][f32 rows]` each time the projector encodes an input, so an
+image cut into tiles gives one record per tile and one for the overview, in encoding order.
+The records go to `FAMILY-TYPE-WxH.emb`; the SHA-256 of each synthetic file to index.json.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+
+import numpy as np
+from PIL import Image
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SYNTH = os.path.join(ROOT, "tools", "synth-model.py")
+
+# family -> pictures (W, H)
+CASES = {
+    "gemma3": [(130, 50), (224, 224)],
+    "smolvlm": [(130, 50), (90, 170)],
+}
+
+
+def picture(w, h):
+    """tests/common/picture.rs's picture."""
+    y, x = np.mgrid[0:h, 0:w]
+    img = np.zeros((h, w, 3), dtype=np.uint8)
+    img[..., 0] = x * 255 // (w - 1)
+    img[..., 1] = y * 255 // (h - 1)
+    img[..., 2] = np.where((x // 9 + y // 7) % 2 == 0, 230, 20)
+    return img
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def run_mtmd(binary, text, mmproj, png):
+    """The embedding records llama-mtmd-cli's hook writes for one image, as bytes."""
+    r, w = os.pipe()
+    chunks = []
+    reader = threading.Thread(target=lambda: chunks.append(os.fdopen(r, "rb").read()))
+    reader.start()
+    env = dict(os.environ, MTMD_DEBUG_EMBEDDINGS=f"/dev/fd/{w}",
+               LD_LIBRARY_PATH=os.path.dirname(binary))
+    cmd = [binary, "-m", text, "--mmproj", mmproj, "--image", png, "-p", "Describe.",
+           "-n", "1", "--temp", "0", "-t", "2", "-fa", "off"]
+    proc = subprocess.run(cmd, env=env, pass_fds=(w,), capture_output=True, text=True)
+    os.close(w)
+    reader.join()
+    if proc.returncode != 0:
+        sys.exit(f"make-vision-refs: {' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
+    return chunks[0]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=os.path.expanduser("~/.cache/llama-cpp-ref/bin"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data", "vision"))
+    ap.add_argument("--vocab-from", default=None)
+    a = ap.parse_args()
+    binary = os.path.join(a.bin, "llama-mtmd-cli")
+    index_path = os.path.join(a.out, "index.json")
+    with open(index_path) as f:
+        index = json.load(f)
+    vocab = ["--vocab-from", a.vocab_from] if a.vocab_from else []
+    with tempfile.TemporaryDirectory() as tmp:
+        for family, pics in CASES.items():
+            text = os.path.join(tmp, f"text-{family}.gguf")
+            subprocess.run([sys.executable, SYNTH, family, "f16", text] + vocab, check=True)
+            index.setdefault("text_sha256", {})[family] = sha256(text)
+            for ty in ("f16", "q8_0"):
+                mmproj = os.path.join(tmp, f"mmproj-{family}-{ty}.gguf")
+                subprocess.run([sys.executable, SYNTH, "--mmproj", family, ty, mmproj],
+                               check=True)
+                index.setdefault("siglip_mmproj_sha256", {})[f"{family}-{ty}"] = sha256(mmproj)
+                for w, h in pics:
+                    png = os.path.join(tmp, f"{w}x{h}.png")
+                    Image.fromarray(picture(w, h)).save(png)
+                    data = run_mtmd(binary, text, mmproj, png)
+                    out = os.path.join(a.out, f"{family}-{ty}-{w}x{h}.emb")
+                    with open(out, "wb") as f:
+                        f.write(data)
+                    print(f"{out}: {len(data)} bytes")
+    with open(index_path, "w") as f:
+        json.dump(index, f, indent=2)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
