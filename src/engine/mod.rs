@@ -5,6 +5,7 @@
 
 pub mod decode;
 pub mod loaded;
+pub mod media;
 pub mod placed;
 pub mod session;
 pub mod speculative;

@@ -15,16 +15,18 @@ use crate::sampling::Sampler;
 use std::ops::ControlFlow;
 
 /// Context shift of one sequence (`tokens`, whose keys and values are in `cache`): the first
-/// `keep` tokens stay, the older half of the others goes, and the rest move down. False when
-/// nothing could be dropped.
+/// `keep` tokens stay, the older half of the others goes, and the rest move down; an image's
+/// positions (media tokens) go or stay together. False when nothing could be dropped.
 pub fn shift_context(
     model: &PlacedModel,
     cache: &mut SeqCache,
     tokens: &mut Vec<u32>,
     keep: usize,
 ) -> bool {
-    let keep = keep.min(tokens.len());
+    // An image stays whole: kept with the prefix, or dropped from first row to last.
+    let keep = super::media::after_image(tokens, keep.min(tokens.len()));
     let discard = (tokens.len() - keep) / 2;
+    let discard = super::media::after_image(tokens, keep + discard) - keep;
     if discard == 0 {
         return false;
     }
@@ -227,7 +229,11 @@ impl<'m> Session<'m> {
     /// tokens, and no more than fit in the context after `next`.
     pub fn draft_after(&self, spec: &mut Speculator, next: u32, budget: usize) -> Vec<u32> {
         let room = self.remaining().saturating_sub(1).min(budget);
-        let draft = spec.draft(&self.tokens, next, room);
+        let mut draft = spec.draft(&self.tokens, next, room);
+        // An image's positions are not tokens that can be drafted.
+        if let Some(i) = draft.iter().position(|&t| super::media::is_media_token(t)) {
+            draft.truncate(i);
+        }
         if !draft.is_empty() {
             spec.stats.steps += 1;
             spec.stats.drafted += draft.len();
@@ -340,7 +346,11 @@ impl<'m> Session<'m> {
             .chunks_exact(4)
             .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             .collect();
-        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+        // Media tokens name the images whose rows the cache holds.
+        let bad = tokens
+            .iter()
+            .find(|&&t| t as usize >= n_vocab && !super::media::is_media_token(t));
+        if let Some(&bad) = bad {
             return Err(SessionStateError::Token(bad));
         }
         let mut read = 0;

@@ -13,11 +13,13 @@ mod encode;
 mod head;
 pub mod image;
 mod layers;
+mod layout;
 mod preprocess;
 pub mod resize;
 
 pub use clip::{FfnActivation, Projector, ProjectorType, VisionHparams};
 pub use image::{decode, RgbImage};
+pub use layout::ImageLayout;
 pub use preprocess::{preprocess, preprocess_tiles, tile_grid, PlanarImage, Tiles};
 
 use crate::gguf::GgufError;

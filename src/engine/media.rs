@@ -1,0 +1,446 @@
+//! Prompts with images, as llama.cpp's mtmd evaluates them: a prompt is a list of chunks, text
+//! tokens and images; an image is the projector's embedding rows, fed through
+//! [`PlacedModel::try_forward_embeddings`] in batches of at most `n_batch` rows, and it takes as
+//! many positions as it has rows (one per image token, as mtmd counts them for models without
+//! M-RoPE). Every front end (the CLI, `--chat`, the server's slots) goes through [`Media`].
+//!
+//! In a session's token list an image's positions hold one *media token* each: an id with the
+//! top bit set (no vocabulary has 2³¹ entries) made from the hash of the image's bytes, so a
+//! cached prefix matches an image only when the same bytes sit at the same place, and a context
+//! shift can tell where an image begins and ends (it never cuts one in half). The embeddings
+//! are cached by that hash too, so an image sent again is encoded once.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use super::session::Session;
+use super::PlacedModel;
+use crate::backend::BackendError;
+use crate::bundle::{resolve_model, Bundle};
+use crate::gguf::GgufFile;
+use crate::model::Batch;
+use crate::tokenizer::Tokenizer;
+use crate::vision::{self, ImageLayout, Projector, VisionError};
+
+/// Where an image goes in prompt text (llama.cpp's `mtmd_default_marker()`).
+pub const MEDIA_MARKER: &str = "<__media__>";
+
+/// The bit that marks a media token.
+const MEDIA_BIT: u32 = 1 << 31;
+
+/// Encoded images kept for reuse.
+const CACHED_IMAGES: usize = 16;
+
+/// The media token of an image whose bytes hash to `hash`.
+pub fn media_token(hash: u64) -> u32 {
+    MEDIA_BIT | ((hash ^ (hash >> 32)) as u32 & !MEDIA_BIT)
+}
+
+/// Whether `t` stands for a position of an image rather than a vocabulary token.
+pub fn is_media_token(t: u32) -> bool {
+    t & MEDIA_BIT != 0
+}
+
+/// FNV-1a, 64 bits, of `bytes` (llama-server names images by the same hash).
+pub fn image_hash(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// `n` moved forward past the rest of an image it falls inside of `tokens` (an index between
+/// two positions of one image becomes the index after its last).
+pub fn after_image(tokens: &[u32], mut n: usize) -> usize {
+    while n > 0 && n < tokens.len() && is_media_token(tokens[n]) && tokens[n] == tokens[n - 1] {
+        n += 1;
+    }
+    n
+}
+
+/// `n` moved back to the start of an image it falls inside of `tokens`.
+pub fn before_image(tokens: &[u32], mut n: usize) -> usize {
+    while n > 0 && n < tokens.len() && is_media_token(tokens[n]) && tokens[n] == tokens[n - 1] {
+        n -= 1;
+    }
+    n
+}
+
+/// Why a prompt with images could not be built or evaluated.
+#[derive(Debug, thiserror::Error)]
+pub enum MediaError {
+    #[error(transparent)]
+    Vision(#[from] VisionError),
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error("cannot open the projector {name}: {message}")]
+    Open { name: String, message: String },
+    #[error(
+        "the projector gives rows of {projector} values but the model's embeddings have {model}: \
+         the projector is not for this model"
+    )]
+    WidthMismatch { projector: usize, model: usize },
+    #[error("the prompt has {markers} media markers ({MEDIA_MARKER}) but {images} images")]
+    MarkerCount { markers: usize, images: usize },
+    #[error(
+        "this projector's images are read with bidirectional attention over their rows, which \
+         the text model does not implement"
+    )]
+    NonCausal,
+    #[error(
+        "projector type '{0}' cuts images into tiles, and placing tiles in a prompt is not \
+         built yet"
+    )]
+    Tiles(&'static str),
+}
+
+/// One encoded image.
+#[derive(Debug)]
+pub struct Image {
+    /// FNV-1a of the file's bytes.
+    pub hash: u64,
+    /// `n_tokens` rows of the text model's width.
+    pub rows: Vec<f32>,
+    pub n_tokens: usize,
+}
+
+impl Image {
+    /// The media token its positions hold.
+    pub fn token(&self) -> u32 {
+        media_token(self.hash)
+    }
+}
+
+/// A piece of a prompt.
+#[derive(Clone, Debug)]
+pub enum Chunk {
+    Text(Vec<u32>),
+    Image(Arc<Image>),
+}
+
+/// A prompt of text and images.
+#[derive(Clone, Debug, Default)]
+pub struct MediaPrompt {
+    pub chunks: Vec<Chunk>,
+}
+
+impl MediaPrompt {
+    /// A prompt of text only.
+    pub fn text(tokens: Vec<u32>) -> MediaPrompt {
+        MediaPrompt {
+            chunks: vec![Chunk::Text(tokens)],
+        }
+    }
+
+    /// Positions it takes.
+    pub fn len(&self) -> usize {
+        self.chunks
+            .iter()
+            .map(|c| match c {
+                Chunk::Text(t) => t.len(),
+                Chunk::Image(i) => i.n_tokens,
+            })
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Positions taken by images.
+    pub fn n_image_tokens(&self) -> usize {
+        self.images().map(|i| i.n_tokens).sum()
+    }
+
+    /// The images, in order.
+    pub fn images(&self) -> impl Iterator<Item = &Arc<Image>> {
+        self.chunks.iter().filter_map(|c| match c {
+            Chunk::Image(i) => Some(i),
+            Chunk::Text(_) => None,
+        })
+    }
+
+    /// One id per position: text tokens, and each image's media token.
+    pub fn tokens(&self) -> Vec<u32> {
+        let mut out = Vec::with_capacity(self.len());
+        for c in &self.chunks {
+            match c {
+                Chunk::Text(t) => out.extend_from_slice(t),
+                Chunk::Image(i) => out.extend(std::iter::repeat_n(i.token(), i.n_tokens)),
+            }
+        }
+        out
+    }
+
+    /// The image that starts at position `pos`, if one does.
+    pub fn image_at(&self, pos: usize) -> Option<&Arc<Image>> {
+        let mut off = 0;
+        for c in &self.chunks {
+            match c {
+                Chunk::Text(t) => off += t.len(),
+                Chunk::Image(i) if off == pos => return Some(i),
+                Chunk::Image(i) => off += i.n_tokens,
+            }
+            if off > pos {
+                return None;
+            }
+        }
+        None
+    }
+}
+
+/// A loaded projector, the layout of its images in a prompt, and the images encoded so far.
+pub struct Media {
+    pub projector: Projector,
+    pub layout: ImageLayout,
+    /// Most recently used last.
+    cache: Mutex<VecDeque<Arc<Image>>>,
+}
+
+impl Media {
+    /// Opens the projector `name`, resolved as `-m` resolves a model (a file, `/zip/NAME` or an
+    /// entry of our own ZIP `own`).
+    pub fn load(name: &str, own: Option<&Bundle>) -> Result<Media, MediaError> {
+        let open = |message: String| MediaError::Open {
+            name: name.to_string(),
+            message,
+        };
+        let loc = resolve_model(name, own).map_err(|e| open(e.to_string()))?;
+        let file = GgufFile::open_range(&loc.path, loc.offset, loc.len)
+            .map_err(|e| open(e.to_string()))?;
+        let projector = Projector::load(Arc::new(file))?;
+        Ok(Media::new(projector))
+    }
+
+    /// A projector ready to encode images.
+    pub fn new(projector: Projector) -> Media {
+        Media {
+            layout: projector.layout(),
+            projector,
+            cache: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// Checks that the projector's rows are `model`'s embedding width.
+    pub fn check_model(&self, model: &PlacedModel) -> Result<(), MediaError> {
+        let (projector, model) = (self.projector.n_embd_out(), model.config.n_embd);
+        if projector != model {
+            return Err(MediaError::WidthMismatch { projector, model });
+        }
+        if !self.layout.causal {
+            return Err(MediaError::NonCausal);
+        }
+        if self.layout.dynamic_size {
+            return Err(MediaError::Tiles(self.projector.ty.name()));
+        }
+        Ok(())
+    }
+
+    /// The image file `bytes` decoded, prepared and encoded, or the cached encoding of the same
+    /// bytes.
+    pub fn image(&self, bytes: &[u8]) -> Result<Arc<Image>, MediaError> {
+        let hash = image_hash(bytes);
+        if let Some(hit) = self.cached(hash) {
+            return Ok(hit);
+        }
+        let rgb = vision::decode(bytes)?;
+        let p = &self.projector;
+        let tiles = vision::preprocess_tiles(&rgb, p.ty, &p.hparams);
+        let [input] = tiles.images.as_slice() else {
+            return Err(MediaError::Tiles(p.ty.name()));
+        };
+        let rows = p.encode(input);
+        let n_tokens = rows.len() / p.n_embd_out();
+        let image = Arc::new(Image {
+            hash,
+            rows,
+            n_tokens,
+        });
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() == CACHED_IMAGES {
+            cache.pop_front();
+        }
+        cache.push_back(image.clone());
+        Ok(image)
+    }
+
+    fn cached(&self, hash: u64) -> Option<Arc<Image>> {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let i = cache.iter().position(|c| c.hash == hash)?;
+        let hit = cache.remove(i)?;
+        cache.push_back(hit.clone());
+        Some(hit)
+    }
+
+    /// `text` with each [`MEDIA_MARKER`] replaced by the next of `images` (with the layout's
+    /// begin and end text around it), as mtmd tokenizes it: each piece of text on its own with
+    /// special tokens parsed, and, with `add_special`, the vocabulary's BOS before the first
+    /// (and its EOS after the last, for a vocabulary that adds one).
+    pub fn tokenize(
+        &self,
+        tok: &Tokenizer,
+        text: &str,
+        images: &[Arc<Image>],
+        add_special: bool,
+    ) -> Result<MediaPrompt, MediaError> {
+        let pieces: Vec<&str> = text.split(MEDIA_MARKER).collect();
+        if pieces.len() - 1 != images.len() {
+            return Err(MediaError::MarkerCount {
+                markers: pieces.len() - 1,
+                images: images.len(),
+            });
+        }
+        let mut chunks: Vec<Chunk> = Vec::new();
+        let push_text = |chunks: &mut Vec<Chunk>, s: &str| {
+            let ids = tok.encode(s, false, true);
+            if ids.is_empty() {
+                return;
+            }
+            match chunks.last_mut() {
+                Some(Chunk::Text(t)) => t.extend(ids),
+                _ => chunks.push(Chunk::Text(ids)),
+            }
+        };
+        for (i, piece) in pieces.iter().enumerate() {
+            push_text(&mut chunks, piece);
+            if let Some(img) = images.get(i) {
+                push_text(&mut chunks, self.layout.begin);
+                chunks.push(Chunk::Image(img.clone()));
+                push_text(&mut chunks, self.layout.end);
+            }
+        }
+        if add_special && tok.add_bos() {
+            if let Some(bos) = tok.bos() {
+                match chunks.first_mut() {
+                    Some(Chunk::Text(t)) => t.insert(0, bos),
+                    _ => chunks.insert(0, Chunk::Text(vec![bos])),
+                }
+            }
+        }
+        if add_special && tok.add_eos() {
+            if let Some(eos) = tok.eos() {
+                match chunks.last_mut() {
+                    Some(Chunk::Text(t)) => t.push(eos),
+                    _ => chunks.push(Chunk::Text(vec![eos])),
+                }
+            }
+        }
+        Ok(MediaPrompt { chunks })
+    }
+}
+
+impl Session<'_> {
+    /// Feeds `prompt` into the session, reusing the part it already holds: the session keeps
+    /// its longest common prefix with the prompt (but at most `at_most` positions, and never
+    /// part of an image), and the rest is evaluated: text in batches of `n_batch` tokens, images
+    /// in batches of `n_batch` rows. Returns the logits after the prompt's last position and
+    /// how many positions were reused.
+    pub fn feed_prompt(
+        &mut self,
+        prompt: &MediaPrompt,
+        at_most: usize,
+    ) -> Result<(Vec<f32>, usize), MediaError> {
+        let tokens = prompt.tokens();
+        let keep = super::session::common_prefix(&self.tokens, &tokens).min(at_most);
+        let keep = before_image(&tokens, keep);
+        self.truncate(keep);
+        let mut logits = Vec::new();
+        let mut off = 0;
+        for c in &prompt.chunks {
+            match c {
+                Chunk::Text(t) => {
+                    let end = off + t.len();
+                    if end > keep {
+                        logits = self.feed(&t[keep.max(off) - off..], false);
+                    }
+                    off = end;
+                }
+                Chunk::Image(img) => {
+                    if off >= keep {
+                        logits = self.feed_image(img)?;
+                    }
+                    off += img.n_tokens;
+                }
+            }
+        }
+        Ok((logits, keep))
+    }
+
+    /// Feeds one image's rows after the session's tokens; returns the logits after its last.
+    pub fn feed_image(&mut self, img: &Image) -> Result<Vec<f32>, BackendError> {
+        let n_embd = self.model.config.n_embd;
+        let token = img.token();
+        let mut logits = Vec::new();
+        for rows in img.rows.chunks(self.n_batch * n_embd) {
+            let n = rows.len() / n_embd;
+            let batch = Batch::sequence(&vec![token; n], self.tokens.len(), false);
+            logits = self.model.try_forward_embeddings(
+                &batch,
+                rows,
+                std::slice::from_mut(&mut self.cache),
+            )?;
+            self.tokens.extend(std::iter::repeat_n(token, n));
+        }
+        Ok(logits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn media_tokens_are_out_of_any_vocabulary() {
+        let t = media_token(image_hash(b"abc"));
+        assert!(is_media_token(t));
+        assert!(!is_media_token(151_000));
+        assert_ne!(
+            media_token(image_hash(b"abc")),
+            media_token(image_hash(b"abd"))
+        );
+    }
+
+    #[test]
+    fn image_bounds_are_found_from_either_side() {
+        let m = media_token(7);
+        let n = media_token(8);
+        // text, image m (3), image n (2), text
+        let t = [1, 2, m, m, m, n, n, 5];
+        assert_eq!(after_image(&t, 3), 5);
+        assert_eq!(after_image(&t, 4), 5);
+        assert_eq!(after_image(&t, 2), 2);
+        assert_eq!(after_image(&t, 5), 5);
+        assert_eq!(after_image(&t, 6), 7);
+        assert_eq!(before_image(&t, 4), 2);
+        assert_eq!(before_image(&t, 6), 5);
+        assert_eq!(before_image(&t, 7), 7);
+        assert_eq!(before_image(&t, 8), 8);
+    }
+
+    #[test]
+    fn prompt_positions_follow_chunks() {
+        let img = Arc::new(Image {
+            hash: 3,
+            rows: vec![0.0; 8],
+            n_tokens: 4,
+        });
+        let p = MediaPrompt {
+            chunks: vec![
+                Chunk::Text(vec![1, 2]),
+                Chunk::Image(img.clone()),
+                Chunk::Text(vec![3]),
+            ],
+        };
+        assert_eq!(p.len(), 7);
+        assert_eq!(p.n_image_tokens(), 4);
+        let t = p.tokens();
+        assert_eq!(t[..2], [1, 2]);
+        assert!(t[2..6].iter().all(|&x| x == img.token()));
+        assert_eq!(t[6], 3);
+        assert!(p.image_at(2).is_some());
+        assert!(p.image_at(3).is_none());
+        assert!(p.image_at(0).is_none());
+    }
+}
