@@ -5,6 +5,7 @@ use crate::backend::{Backend, GpuLayers, LayerPlan};
 use crate::bundle::Bundle;
 use crate::cli::Cli;
 use crate::engine::loaded::{load_model, Loaded};
+use crate::engine::media::Media;
 use crate::engine::session::Session;
 use crate::engine::PlacedModel;
 use crate::escapes::process_escapes;
@@ -205,6 +206,7 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
     if cli.bench {
         return crate::bench::run(cli, &loaded, &name, threads);
     }
+    let media = load_media(cli, own, &loaded.model)?;
     let prompt = prompt_text(cli)?;
     if cli.tokenize {
         let text = prompt.unwrap_or_default();
@@ -222,16 +224,50 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
     }
     if cli.chat {
         let system = cli.compat.system_prompt.clone().or(prompt);
-        return crate::chat::run_from_cli(cli, &loaded, system, context_size(cli, &loaded.model));
+        let n_ctx = context_size(cli, &loaded.model);
+        return crate::chat::run_from_cli(cli, &loaded, system, n_ctx, media.as_ref());
+    }
+    if let (Some(img), None, false) = (cli.media.image.first(), &prompt, cli.server) {
+        bail!("--image {img}: give a prompt with -p (or use --chat and /image PATH)");
     }
     if cli.server || (prompt.is_none() && !cli.cli) {
         let n_ctx = context_size(cli, &loaded.model);
-        return crate::server::serve_from_cli(cli, loaded, &name, n_ctx);
+        return crate::server::serve_from_cli(cli, loaded, &name, n_ctx, media);
     }
     let Some(text) = prompt else {
         bail!("no prompt given: use -p TEXT or -f FILE")
     };
+    if let (Some(media), false) = (&media, cli.media.image.is_empty()) {
+        let n_ctx = context_size(cli, &loaded.model);
+        return crate::chat::run_media_turn(cli, &loaded, media, &text, n_ctx);
+    }
     run_generate(cli, &loaded, &text, clock)
+}
+
+/// The projector of `--mmproj` (none with `--no-mmproj`), checked against the model.
+fn load_media(cli: &Cli, own: Option<&Bundle>, model: &PlacedModel) -> Result<Option<Media>> {
+    let Some(name) = cli.media.projector() else {
+        if let Some(img) = cli.media.image.first() {
+            bail!("--image {img}: there is no projector to read it (give --mmproj FILE)");
+        }
+        return Ok(None);
+    };
+    let media = Media::load(name, own).with_context(|| format!("--mmproj {name}"))?;
+    media
+        .check_model(model)
+        .with_context(|| format!("--mmproj {name}"))?;
+    if cli.verbose {
+        let p = &media.projector;
+        eprintln!(
+            "llamafile: projector {name}: {:?}, {}x{} input, {} tokens per image; the image encoder runs on the CPU",
+            p.ty, p.hparams.image_size, p.hparams.image_size, p.n_image_tokens()
+        );
+        let limits = cli.media.image_min_tokens.is_some() || cli.media.image_max_tokens.is_some();
+        if limits && !media.layout.dynamic_size {
+            eprintln!("llamafile: --image-min-tokens/--image-max-tokens: ignored, this projector's images have a fixed size (as in llama.cpp)");
+        }
+    }
+    Ok(Some(media))
 }
 
 fn context_size(cli: &Cli, model: &PlacedModel) -> usize {

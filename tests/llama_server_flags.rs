@@ -90,12 +90,12 @@ fn refused_features_exit_non_zero_in_one_line_naming_the_feature() {
             "--lora: this build does not support LoRA adapters",
         ),
         (
-            &["--mmproj", "p.gguf"],
-            "--mmproj: this build does not support multimodal",
+            &["--mmproj-url", "http://x/p.gguf"],
+            "--mmproj-url: this build does not support downloading models",
         ),
         (
-            &["-mm", "p.gguf"],
-            "--mmproj: this build does not support multimodal",
+            &["--audio", "a.wav"],
+            "--audio a.wav: audio input is not built",
         ),
         (
             &["--rerank"],

@@ -15,6 +15,7 @@
 mod builtin;
 mod gemma4;
 pub mod isolate;
+pub mod media;
 mod message;
 mod pyjson;
 pub mod reasoning;
@@ -30,6 +31,7 @@ pub use terminal::{run_chat, ChatOptions};
 
 use crate::cli::Cli;
 use crate::engine::loaded::Loaded;
+use crate::engine::media::Media;
 
 /// `--chat`: a terminal conversation on stdin/stdout; `system` (from `-p`/`-f`) opens it.
 pub fn run_from_cli(
@@ -37,6 +39,7 @@ pub fn run_from_cli(
     loaded: &Loaded,
     system: Option<String>,
     n_ctx: usize,
+    media: Option<&Media>,
 ) -> anyhow::Result<()> {
     let template = match template_override(cli, &loaded.tokenizer)? {
         Some(t) => t,
@@ -60,7 +63,39 @@ pub fn run_from_cli(
         &opts,
         &mut stdin.lock(),
         &mut std::io::stdout(),
+        media,
     )
+}
+
+/// `-p TEXT --image FILE...` with a projector: one turn, as llama-mtmd-cli runs it.
+pub fn run_media_turn(
+    cli: &Cli,
+    loaded: &Loaded,
+    media: &Media,
+    prompt: &str,
+    n_ctx: usize,
+) -> anyhow::Result<()> {
+    let template = match template_override(cli, &loaded.tokenizer)? {
+        Some(t) => t,
+        None => ChatTemplate::from_gguf(&loaded.model.file, &loaded.tokenizer)?,
+    };
+    let params = cli.sampling_params(cli.resolved_seed())?;
+    let opts = media::TurnOptions {
+        prompt,
+        system: cli.compat.system_prompt.as_deref(),
+        images: &cli.media.image,
+        template: &template,
+        render: RenderOptions {
+            add_generation_prompt: true,
+            tools: None,
+            kwargs: cli.reasoning.template_kwargs(),
+        },
+        n_ctx,
+        n_batch: cli.forward_batch(),
+        n_predict: cli.n_predict,
+        sampler: media::sampler(loaded, params),
+    };
+    media::run_turn(loaded, media, opts)
 }
 
 /// The template `--chat-template` or `--chat-template-file` asks for, if either was given.

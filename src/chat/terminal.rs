@@ -1,9 +1,14 @@
 //! `--chat`: an interactive conversation in the terminal. Each user line becomes a message; the
 //! whole conversation is rendered with the chat template and only the tokens after the part
-//! already in the KV cache are fed, so a long conversation costs one turn per turn.
+//! already in the KV cache are fed, so a long conversation costs one turn per turn. With a
+//! projector, `/image PATH` (as in llama-mtmd-cli) adds an image to the next message: its
+//! marker goes before that message's text, and its rows into the prompt where the rendered
+//! conversation has the marker.
 
+use super::media::load_image;
 use super::reasoning::{budget_spec, thinks};
 use super::{ChatTemplate, Message, RenderOptions};
+use crate::engine::media::{Image, Media, MediaPrompt, MEDIA_MARKER};
 use crate::engine::session::Session;
 use crate::engine::PlacedModel;
 use crate::sampling::{Sampler, SamplingParams, TokenVocab};
@@ -36,12 +41,17 @@ pub fn run_chat(
     opts: &ChatOptions,
     input: &mut impl BufRead,
     out: &mut impl Write,
+    media: Option<&Media>,
 ) -> anyhow::Result<()> {
     let mut messages: Vec<Message> = opts
         .system
         .iter()
         .map(|s| Message::new("system", s.clone()))
         .collect();
+    // The images of each message, in order.
+    let mut images: Vec<Vec<Arc<Image>>> = messages.iter().map(|_| Vec::new()).collect();
+    // Images loaded for the next message.
+    let mut pending: Vec<Arc<Image>> = Vec::new();
     let mut session = Session::new(model, opts.n_ctx, opts.n_batch);
     let vocab = Arc::new(TokenVocab::new(tok));
     let mut sampler = Sampler::new(opts.sampling.clone(), vocab.clone());
@@ -66,23 +76,56 @@ pub fn run_chat(
         if text.trim() == "/exit" {
             return Ok(());
         }
-        messages.push(Message::new("user", text));
+        if let Some(path) = text.trim().strip_prefix("/image") {
+            let path = path.trim();
+            match (media, path.is_empty()) {
+                (None, _) => writeln!(out, "[/image needs a projector: start with --mmproj FILE]")?,
+                (_, true) => writeln!(out, "[/image PATH: name the image file]")?,
+                (Some(m), false) => match load_image(m, path) {
+                    Ok(img) => {
+                        pending.push(img);
+                        writeln!(out, "{path} image loaded")?;
+                    }
+                    Err(e) => writeln!(out, "[{e:#}]")?,
+                },
+            }
+            continue;
+        }
+        let content = MEDIA_MARKER.repeat(pending.len()) + text;
+        messages.push(Message::new("user", content));
+        images.push(std::mem::take(&mut pending));
+        let prompt_of = |text: &str, images: &[Vec<Arc<Image>>]| match media {
+            Some(m) => {
+                let all: Vec<Arc<Image>> = images.iter().flatten().cloned().collect();
+                m.tokenize(tok, text, &all, true)
+            }
+            None => Ok(MediaPrompt::text(tok.encode(text, true, true))),
+        };
         let mut text = template.render_with(&messages, &render)?;
-        let mut tokens = tok.encode(&text, true, true);
+        let mut prompt = match prompt_of(&text, &images) {
+            Ok(p) => p,
+            Err(e) => {
+                messages.pop();
+                images.pop();
+                writeln!(out, "[{e}]")?;
+                continue;
+            }
+        };
         // Keep a quarter of the context for the answer: drop the oldest exchanges (never the
         // system message or the new question) until the conversation fits.
         let mut dropped = 0;
-        while tokens.len() > opts.n_ctx * 3 / 4 {
+        while prompt.len() > opts.n_ctx * 3 / 4 {
             let first = messages.iter().position(|m| m.role != "system");
             match first {
                 Some(i) if i + 1 < messages.len() => {
                     messages.remove(i);
+                    images.remove(i);
                     dropped += 1;
                 }
                 _ => break,
             }
             text = template.render_with(&messages, &render)?;
-            tokens = tok.encode(&text, true, true);
+            prompt = prompt_of(&text, &images)?;
         }
         if dropped > 0 {
             writeln!(
@@ -91,19 +134,19 @@ pub fn run_chat(
                 opts.n_ctx
             )?;
         }
-        if tokens.len() >= opts.n_ctx {
+        if prompt.len() >= opts.n_ctx {
             messages.pop();
+            images.pop();
             writeln!(
                 out,
                 "[the message is {} tokens long with the conversation, more than the context of {} allows (-c)]",
-                tokens.len(),
+                prompt.len(),
                 opts.n_ctx
             )?;
             continue;
         }
         // Reuse the cached prefix; always feed at least one token to get fresh logits.
-        let common = session.keep_prefix(&tokens, tokens.len() - 1);
-        let logits = session.feed(&tokens[common..], false);
+        let (logits, _) = session.feed_prompt(&prompt, prompt.len() - 1)?;
         let mut decoder = StreamDecoder::new();
         let mut answer = String::new();
         let mut write_failed = false;
@@ -144,5 +187,6 @@ pub fn run_chat(
         }
         writeln!(out, "{rest}")?;
         messages.push(Message::new("assistant", answer));
+        images.push(Vec::new());
     }
 }

@@ -13,6 +13,7 @@ mod embedding_flags;
 mod gpu_flags;
 mod hardware;
 mod logging;
+mod media_flags;
 mod model_flags;
 mod reasoning_flags;
 mod sampling_flags;
@@ -24,6 +25,7 @@ mod table;
 pub use compat::CompatArgs;
 pub use embedding_flags::EmbeddingArgs;
 pub use gpu_flags::GpuArgs;
+pub use media_flags::MediaArgs;
 pub use reasoning_flags::ReasoningArgs;
 pub use server_flags::{ServerArgs, DEFAULT_TIMEOUT_SECS};
 pub use spec::SpecArgs;
@@ -463,6 +465,9 @@ pub struct Cli {
     pub emb: EmbeddingArgs,
 
     #[command(flatten)]
+    pub media: MediaArgs,
+
+    #[command(flatten)]
     pub gpu: GpuArgs,
 }
 
@@ -508,6 +513,7 @@ impl Cli {
         self.compat.check()?;
         self.srv.resolve(m)?;
         self.emb.resolve(m)?;
+        self.media.check()?;
         self.spec.resolve(m)?;
         self.reasoning.resolve(m)?;
         self.context_shift = table::pair(
@@ -599,6 +605,7 @@ const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-pg", "--n-gen-prompt"),
     ("-to", "--timeout"),
     ("-rea", "--reasoning"),
+    ("-mm", "--mmproj"),
 ];
 
 /// The whole parser: the typed flags and the tables.

@@ -1,16 +1,17 @@
 //! llama.cpp flags about what is loaded beside the weights of `-m`: downloads (Hugging Face,
 //! Docker, URLs, preset models), adapters (LoRA, control vectors), metadata and RoPE overrides,
-//! multimodal projectors and reranking. None of these is built yet: a flag that asks for one
-//! is refused in one line naming it; a flag that only tunes one (image token limits, ...)
-//! cannot matter without it and is accepted. The embedding and infill flags that act are in
-//! `embedding_flags`.
+//! the multimodal flags that do not act (offload, video) and reranking. A flag that asks for
+//! something not built is refused in one line naming it; a flag that only tunes it is accepted.
+//! The embedding and infill flags that act are in `embedding_flags`, the multimodal ones
+//! (`--mmproj`, `--image`) in `media_flags`.
 
 use super::table::{equals, switch, valued, Check, Effect, Flag, Takes};
 
 const DOWNLOADS: &str = "downloading models (pass a local file with -m)";
 const NOTHING_DOWNLOADED: &str = "nothing is ever downloaded";
-const NO_MULTIMODAL: &str =
-    "multimodal projectors are not built (--mmproj is refused), so there is nothing to tune";
+const CPU_ENCODER: &str =
+    "the projector's image encoder runs on the CPU (there is no GPU image encoder yet)";
+const NO_VIDEO: &str = "video and audio input are not built; images are encoded one at a time";
 const SERVER_NORMALIZES: &str =
     "as in llama-server, a request's embd_normalize chooses the normalisation (default 2, Euclidean)";
 const YARN: &str = "YaRN RoPE scaling";
@@ -254,20 +255,12 @@ pub const FLAGS: &[Flag] = &[
     ),
     // Multimodal.
     valued(
-        &["mmproj"],
-        &["-mm"],
-        "FILE",
-        Check::Text,
-        Some("LLAMA_ARG_MMPROJ"),
-        Effect::Refused("multimodal projectors (images and audio)"),
-    ),
-    valued(
         &["mmproj-url"],
         &["-mmu"],
         "URL",
         Check::Text,
         Some("LLAMA_ARG_MMPROJ_URL"),
-        Effect::Refused("multimodal projectors (images and audio)"),
+        Effect::Refused(DOWNLOADS),
     ),
     switch(
         &["mmproj-auto"],
@@ -278,46 +271,19 @@ pub const FLAGS: &[Flag] = &[
         ),
     ),
     switch(
-        &["no-mmproj", "no-mmproj-auto"],
-        &[],
-        None,
-        Effect::NoOp("no projector is ever loaded"),
-    ),
-    switch(
         &["mmproj-offload"],
         &[],
         Some("LLAMA_ARG_MMPROJ_OFFLOAD"),
-        Effect::NoOp(NO_MULTIMODAL),
+        Effect::NoOp(CPU_ENCODER),
     ),
-    switch(
-        &["no-mmproj-offload"],
-        &[],
-        None,
-        Effect::NoOp(NO_MULTIMODAL),
-    ),
+    switch(&["no-mmproj-offload"], &[], None, Effect::NoOp(CPU_ENCODER)),
     valued(
         &["mmproj-device"],
         &["-mmdev"],
         "DEVICE",
         Check::Text,
         Some("MTMD_BACKEND_DEVICE"),
-        Effect::NoOp(NO_MULTIMODAL),
-    ),
-    valued(
-        &["image-min-tokens"],
-        &[],
-        "N",
-        Check::Int,
-        Some("LLAMA_ARG_IMAGE_MIN_TOKENS"),
-        Effect::NoOp(NO_MULTIMODAL),
-    ),
-    valued(
-        &["image-max-tokens"],
-        &[],
-        "N",
-        Check::Int,
-        Some("LLAMA_ARG_IMAGE_MAX_TOKENS"),
-        Effect::NoOp(NO_MULTIMODAL),
+        Effect::NoOp(CPU_ENCODER),
     ),
     valued(
         &["mtmd-batch-max-tokens"],
@@ -325,7 +291,7 @@ pub const FLAGS: &[Flag] = &[
         "N",
         Check::Int,
         Some("LLAMA_ARG_MTMD_BATCH_MAX_TOKENS"),
-        Effect::NoOp(NO_MULTIMODAL),
+        Effect::NoOp(NO_VIDEO),
     ),
     valued(
         &["video-fps"],
@@ -333,7 +299,7 @@ pub const FLAGS: &[Flag] = &[
         "N",
         Check::Float,
         Some("LLAMA_ARG_VIDEO_FPS"),
-        Effect::NoOp(NO_MULTIMODAL),
+        Effect::NoOp(NO_VIDEO),
     ),
     valued(
         &["video-timestamp-interval"],
@@ -341,7 +307,7 @@ pub const FLAGS: &[Flag] = &[
         "N",
         Check::Int,
         Some("LLAMA_ARG_VIDEO_TIMESTAMP_INTERVAL"),
-        Effect::NoOp(NO_MULTIMODAL),
+        Effect::NoOp(NO_VIDEO),
     ),
     valued(
         &["video-ffmpeg-dir"],
@@ -349,7 +315,7 @@ pub const FLAGS: &[Flag] = &[
         "DIR",
         Check::Text,
         Some("LLAMA_ARG_VIDEO_FFMPEG_DIR"),
-        Effect::NoOp(NO_MULTIMODAL),
+        Effect::NoOp(NO_VIDEO),
     ),
     valued(
         &["media-path"],
@@ -357,7 +323,7 @@ pub const FLAGS: &[Flag] = &[
         "PATH",
         Check::Text,
         None,
-        Effect::NoOp(NO_MULTIMODAL),
+        Effect::NoOp("images come in requests as base64 data: URLs; file URLs are not read"),
     ),
     // Reranking (embeddings and infill: `embedding_flags`).
     switch(

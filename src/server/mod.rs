@@ -48,6 +48,7 @@ pub use scheduler::{Scheduler, SchedulerOptions};
 use crate::chat::ChatTemplate;
 use crate::cli::Cli;
 use crate::engine::loaded::Loaded;
+use crate::engine::media::Media;
 use crate::sampling::SamplingParams;
 use admission::{Admission, Ticket};
 use anyhow::{bail, Context, Result};
@@ -149,6 +150,8 @@ pub struct State {
     pub started: u64,
     /// Bound to a loopback address: browser requests must name this machine.
     pub loopback: bool,
+    /// The projector of `--mmproj`: requests may carry images.
+    pub media: Option<Arc<Media>>,
 }
 
 /// The server configuration from the command line: `-c` (`n_ctx`, already resolved) is split
@@ -292,7 +295,13 @@ pub fn per_client_connections(workers: usize) -> usize {
 }
 
 /// `--server` (or no prompt): serves `loaded` as the command line says, until the process ends.
-pub fn serve_from_cli(cli: &Cli, loaded: Loaded, model_name: &str, n_ctx: usize) -> Result<()> {
+pub fn serve_from_cli(
+    cli: &Cli,
+    loaded: Loaded,
+    model_name: &str,
+    n_ctx: usize,
+    media: Option<Media>,
+) -> Result<()> {
     let config = config_from_cli(cli, model_name, n_ctx)?;
     let template = crate::chat::template_override(cli, &loaded.tokenizer)?;
     let draft = match &cli.spec.model_draft {
@@ -302,7 +311,7 @@ pub fn serve_from_cli(cli: &Cli, loaded: Loaded, model_name: &str, n_ctx: usize)
         ),
         None => None,
     };
-    serve(loaded, config, template, draft)
+    serve(loaded, config, template, draft, media)
 }
 
 /// A `--host` value that names a UNIX socket (a path ending in `.sock`, as llama-server
@@ -360,6 +369,7 @@ pub fn serve(
     config: ServerConfig,
     template: Option<ChatTemplate>,
     draft: Option<Loaded>,
+    media: Option<Media>,
 ) -> Result<()> {
     let template = match template {
         Some(t) => t,
@@ -400,6 +410,7 @@ pub fn serve(
         loopback,
         started: openai::now(),
         config,
+        media: media.map(Arc::new),
     });
     let urls = listeners
         .iter()

@@ -5,6 +5,7 @@
 
 pub mod help;
 pub mod http;
+pub mod llava;
 #[cfg(target_os = "linux")]
 pub mod net;
 pub mod picture;

@@ -1,0 +1,116 @@
+//! The synthetic LLaVA pair of the vision tests (tests/data/vision): the text model
+//! (`tools/synth-model.py llava f16`, SmolLM2's vocabulary) and its Q8_0 projector
+//! (`--mmproj llava q8_0`), generated once into `~/.cache/llamafile-rs/synth` (or
+//! `$LLAMAFILE_SYNTH`) and checked against the SHA-256 `index.json` records; and the 84×84 test
+//! picture as a PNG.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn index() -> serde_json::Value {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/vision/index.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn unavailable<T>(why: String) -> Option<T> {
+    if std::env::var("LLAMAFILE_REQUIRE_MODELS").as_deref() == Ok("1") {
+        panic!("{why}");
+    }
+    eprintln!("skipping: {why}");
+    None
+}
+
+/// `tools/synth-model.py ARGS PATH EXTRA` unless PATH already has `sha`.
+fn synth(args: &[&str], name: &str, extra: &[&str], sha: &str) -> Option<PathBuf> {
+    let dir = match std::env::var("LLAMAFILE_SYNTH") {
+        Ok(d) => PathBuf::from(d),
+        Err(_) => PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()))
+            .join(".cache/llamafile-rs/synth"),
+    };
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    if path.exists() && sha256(&path) == sha {
+        return Some(path);
+    }
+    // Written aside and renamed: test binaries may make it at the same time.
+    let tmp = dir.join(format!("{name}.{}", std::process::id()));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/synth-model.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .args(args)
+        .arg(&tmp)
+        .args(extra)
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {}
+        other => return unavailable(format!("tools/synth-model.py {args:?} failed: {other:?}")),
+    }
+    std::fs::rename(&tmp, &path).unwrap();
+    assert_eq!(
+        sha256(&path),
+        sha,
+        "{} differs from index.json's",
+        path.display()
+    );
+    Some(path)
+}
+
+/// The text model and the projector.
+pub fn pair() -> Option<(PathBuf, PathBuf)> {
+    // One test thread at a time makes them (the others wait and find them made).
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _making = MAKING.lock().unwrap_or_else(|e| e.into_inner());
+    let vocab = super::model_path("SmolLM2-135M-Instruct.Q4_1")?;
+    let vocab = vocab.to_str().unwrap().to_string();
+    let idx = index();
+    let text = synth(
+        &["llava", "f16"],
+        "llava-text-f16.gguf",
+        &["--vocab-from", vocab.as_str()],
+        idx["text_sha256"]["f16"].as_str().unwrap(),
+    )?;
+    let mmproj = synth(
+        &["--mmproj", "llava", "q8_0"],
+        "llava-mmproj-q8_0.gguf",
+        &[],
+        idx["mmproj_sha256"]["q8_0"].as_str().unwrap(),
+    )?;
+    Some((text, mmproj))
+}
+
+/// The test picture, `w`×`h`, as PNG bytes.
+pub fn picture_png(w: usize, h: usize) -> Vec<u8> {
+    let pic = super::picture::picture(w, h);
+    let img = image::RgbImage::from_raw(w as u32, h as u32, pic.data).unwrap();
+    let mut out = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut out, image::ImageFormat::Png).unwrap();
+    out.into_inner()
+}
+
+/// llama-mtmd-cli's greedy text (tests/data/vision/cli.json): `(prompt, images, text)`.
+pub fn cli_cases() -> Vec<(String, usize, String)> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/vision/cli.json");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    doc["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["prompt"].as_str().unwrap().to_string(),
+                c["images"].as_u64().unwrap() as usize,
+                c["text"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,117 @@
+//! The CLI with a projector, as llama-mtmd-cli: `-p PROMPT --image FILE...` on the synthetic
+//! LLaVA pair gives llama-mtmd-cli's greedy text (tests/data/vision/cli.json, made by
+//! tools/vision-cli-reference.sh), with the image before the text, at the `<__media__>`
+//! marker, and twice; `--chat` takes `/image PATH`; bad images, projectors and contexts end
+//! the run with one line and exit status 1.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::llava;
+
+struct Files {
+    text: String,
+    mmproj: String,
+    picture: String,
+    dir: PathBuf,
+}
+
+fn files(tag: &str) -> Option<Files> {
+    let (text, mmproj) = llava::pair()?;
+    let dir =
+        std::env::temp_dir().join(format!("llamafile-vision-cli-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let picture = dir.join("picture.png");
+    std::fs::write(&picture, llava::picture_png(84, 84)).unwrap();
+    Some(Files {
+        text: text.to_str().unwrap().into(),
+        mmproj: mmproj.to_str().unwrap().into(),
+        picture: picture.to_str().unwrap().into(),
+        dir,
+    })
+}
+
+fn greedy<'a>(f: &'a Files, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec![
+        "-m", &f.text, "--mmproj", &f.mmproj, "-n", "12", "--temp", "0",
+    ];
+    a.extend(["--chat-template", "vicuna"]);
+    a.extend(extra);
+    a
+}
+
+#[test]
+fn greedy_text_matches_llama_mtmd_cli() {
+    let Some(f) = files("greedy") else { return };
+    for (prompt, n_images, want) in llava::cli_cases() {
+        let mut extra = vec!["-p", prompt.as_str()];
+        for _ in 0..n_images {
+            extra.extend(["--image", f.picture.as_str()]);
+        }
+        let out = common::llamafile(&greedy(&f, &extra));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{prompt:?}: {stderr}");
+        let got = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            got.trim_matches('\n'),
+            want,
+            "{prompt:?} with {n_images} images"
+        );
+    }
+    // `--chat`: `/image PATH` then the question is the same first turn.
+    let input = format!("/image {}\nDescribe.\n", f.picture);
+    let out = common::llamafile_with_input(&greedy(&f, &["--chat"]), input.as_bytes());
+    let got = String::from_utf8_lossy(&out.stdout);
+    assert!(got.contains("image loaded"), "{got}");
+    assert!(got.contains(&llava::cli_cases()[0].2), "{got}");
+    std::fs::remove_dir_all(&f.dir).ok();
+}
+
+#[test]
+fn bad_images_and_projectors_are_one_line() {
+    let Some(f) = files("bad") else { return };
+    let d = &f.dir;
+    let png = llava::picture_png(84, 84);
+    std::fs::write(d.join("trunc.png"), &png[..png.len() / 3]).unwrap();
+    std::fs::write(d.join("text.png"), b"not an image\n").unwrap();
+    let path = |n: &str| d.join(n).to_str().unwrap().to_string();
+    let (missing, trunc, text) = (path("missing.png"), path("trunc.png"), path("text.png"));
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--image", &missing], "cannot read image"),
+        (vec!["--image", &trunc], "corrupt or truncated png"),
+        (vec!["--image", &text], "unknown image format"),
+        (
+            vec!["--image", &f.picture, "-c", "30"],
+            "more than the context",
+        ),
+    ];
+    for (extra, needle) in cases {
+        let mut args = greedy(&f, &extra);
+        args.extend(["-p", "Describe."]);
+        let out = common::llamafile(&args);
+        common::assert_one_line_error(&out, needle);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}");
+    }
+    // A projector for another width, a text model as the projector, and no projector at all.
+    if let Some(smol) = common::model_path("SmolLM2-135M-Instruct.Q4_1") {
+        let smol = smol.to_str().unwrap();
+        let wrong = [
+            (
+                vec!["-m", smol, "--mmproj", &f.mmproj],
+                "not for this model",
+            ),
+            (vec!["-m", &f.text, "--mmproj", smol], "expected 'clip'"),
+            (vec!["-m", &f.text], "no projector"),
+        ];
+        for (mut args, needle) in wrong {
+            args.extend(["--image", &f.picture, "-p", "hi"]);
+            let out = common::llamafile(&args);
+            common::assert_one_line_error(&out, needle);
+            assert_eq!(out.status.code(), Some(1), "{args:?}");
+        }
+    }
+    let out = common::llamafile(&greedy(&f, &["--audio", "a.wav", "-p", "hi"]));
+    common::assert_one_line_error(&out, "audio input is not built");
+    std::fs::remove_dir_all(&f.dir).ok();
+}
