@@ -9,13 +9,17 @@
 #                      linux-aarch64, windows-x86_64
 #   --side-gguf        write the weights beside the executables instead of inside them (what
 #                      windows-x86_64 does by itself when the .exe would pass 4 GiB)
+#   --mmproj FILE      a multimodal projector (llama.cpp's mmproj GGUF) packed beside the model,
+#                      and `--mmproj NAME` in `.args` after `-m`: the llamafile reads images
+#                      (`--image` on the command line, image_url parts in the server and the
+#                      chat page)
 #
 # Output names: with one target, OUT itself (for windows-x86_64, `.exe` is appended unless OUT
 # ends in it). With several, STEM-TARGET.llamafile for Linux targets and STEM-TARGET.exe for
 # Windows, where STEM is OUT without a trailing `.llamafile` or `.exe`.
 #
 # For each target: copies that target's `llamafile` binary to the output, writes an `.args`
-# with `-m NAME.gguf`, each EXTRA_ARG on its own line (quoted where needed) and the `...`
+# with `-m NAME.gguf` (and `--mmproj PROJ.gguf`), each EXTRA_ARG on its own line (quoted where needed) and the `...`
 # placeholder for the user's own arguments, then packs the GGUF (its data page-aligned, so it
 # is mmap'd straight out of the executable) and the `.args` with zipalign.
 #
@@ -47,13 +51,14 @@ set -euo pipefail
 die() { echo "make-llamafile: $*" >&2; exit 1; }
 say() { echo "make-llamafile: $*" >&2; }
 
-[ $# -ge 2 ] || die "usage: $0 MODEL.gguf OUT [--target T[,T...]] [--side-gguf] [--] [EXTRA_ARGS...]"
+[ $# -ge 2 ] || die "usage: $0 MODEL.gguf OUT [--target T[,T...]] [--side-gguf] [--mmproj FILE] [--] [EXTRA_ARGS...]"
 model=$1
 out=$2
 shift 2
 
 targets=()
 side=${LLAMAFILE_SIDE_GGUF:-0}
+mmproj=
 while [ $# -gt 0 ]; do
   case "$1" in
     --target)
@@ -68,6 +73,12 @@ while [ $# -gt 0 ]; do
       shift
       ;;
     --side-gguf) side=1; shift ;;
+    --mmproj)
+      [ $# -ge 2 ] || die "--mmproj needs a projector file (an mmproj GGUF)"
+      mmproj=$2
+      shift 2
+      ;;
+    --mmproj=*) mmproj=${1#--mmproj=}; shift ;;
     --) shift; break ;;
     *) break ;;
   esac
@@ -91,6 +102,18 @@ case "$name" in
   *.gguf | *.GGUF) ;;
   *) die "$model: the model's file name must end in .gguf" ;;
 esac
+mmproj_name=
+if [ -n "$mmproj" ]; then
+  [ -f "$mmproj" ] || die "--mmproj $mmproj: no such file"
+  [ -r "$mmproj" ] || die "--mmproj $mmproj: not readable"
+  [ "$(head -c 4 "$mmproj")" = "GGUF" ] || die "--mmproj $mmproj: not a GGUF file (no GGUF magic)"
+  mmproj_name=$(basename "$mmproj")
+  case "$mmproj_name" in
+    *.gguf | *.GGUF) ;;
+    *) die "--mmproj $mmproj: the projector's file name must end in .gguf" ;;
+  esac
+  [ "$mmproj_name" != "$name" ] || die "--mmproj $mmproj: the projector and the model have the same file name"
+fi
 out_dir=$(dirname "$out")
 [ -d "$out_dir" ] || die "$out_dir: no such directory"
 
@@ -174,6 +197,10 @@ trap cleanup EXIT
   echo "# default arguments; the user's own go where ... is"
   echo "-m"
   quote_arg "$name"
+  if [ -n "$mmproj_name" ]; then
+    echo "--mmproj"
+    quote_arg "$mmproj_name"
+  fi
   for a in "$@"; do quote_arg "$a"; done
   echo "..."
 } >"$work/.args"
@@ -182,22 +209,24 @@ chmod 644 "$work/.args"
 # Windows runs no executable of 4 GiB or more. The packed size is at most the engine, the
 # model, two alignments of padding and a few KiB of records.
 model_size=$(stat -c %s "$model")
+[ -z "$mmproj" ] || model_size=$((model_size + $(stat -c %s "$mmproj")))
 too_big_for_windows() {
   local size=$(($(stat -c %s "$1") + model_size + 2 * align + 65536))
   [ "$size" -ge $((1 << 32)) ]
 }
 
 side_file=$out_dir/$name
-write_side_file() {
-  if [ -e "$side_file" ] && [ "$side_file" -ef "$model" ]; then
+write_side_file() {  # write_side_file SOURCE DEST
+  local src=$1 dest=$2
+  if [ -e "$dest" ] && [ "$dest" -ef "$src" ]; then
     return
   fi
-  local tmp="$side_file.tmp"
+  local tmp="$dest.tmp"
   tmps+=("$tmp")
-  cp "$model" "$tmp" || die "cannot copy $model to $tmp"
+  cp "$src" "$tmp" || die "cannot copy $src to $tmp"
   chmod 644 "$tmp"
-  mv -f "$tmp" "$side_file" || die "cannot rename $tmp to $side_file"
-  say "wrote $side_file (the weights, beside the executables)"
+  mv -f "$tmp" "$dest" || die "cannot rename $tmp to $dest"
+  say "wrote $dest (beside the executables)"
 }
 
 side_written=0
@@ -206,14 +235,17 @@ for t in "${targets[@]}"; do
   bin=${engine[$t]}
   tmp="$dest.tmp"
   tmps+=("$tmp")
-  files=("$model" "$work/.args")
+  files=("$model")
+  [ -z "$mmproj" ] || files+=("$mmproj")
+  files+=("$work/.args")
   if [ "$side" = 1 ] || { [ "$t" = windows-x86_64 ] && too_big_for_windows "$bin"; }; then
     if [ "$side" != 1 ]; then
       say "$dest would be over 4 GiB, which Windows refuses to run: the weights go beside it as $side_file (keep the two together)"
     fi
     files=("$work/.args")
     if [ "$side_written" = 0 ]; then
-      write_side_file
+      write_side_file "$model" "$side_file"
+      [ -z "$mmproj" ] || write_side_file "$mmproj" "$out_dir/$mmproj_name"
       side_written=1
     fi
   fi

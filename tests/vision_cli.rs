@@ -115,3 +115,38 @@ fn bad_images_and_projectors_are_one_line() {
     common::assert_one_line_error(&out, "audio input is not built");
     std::fs::remove_dir_all(&f.dir).ok();
 }
+
+/// packaging/make-llamafile.sh with `--mmproj`: the projector packed beside the model, `.args`
+/// naming both, and the llamafile reading an image as the loose files do.
+#[test]
+fn a_packed_llamafile_reads_images() {
+    let Some(f) = files("packed") else { return };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/packaging/make-llamafile.sh");
+    let out = f.dir.join("llava.llamafile");
+    let made = std::process::Command::new("bash")
+        .arg(script)
+        .arg(&f.text)
+        .arg(&out)
+        .args(["--mmproj", &f.mmproj, "--", "--chat-template", "vicuna"])
+        .env("LLAMAFILE_BIN", env!("CARGO_BIN_EXE_llamafile"))
+        .env("ZIPALIGN_BIN", env!("CARGO_BIN_EXE_zipalign"))
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    // Run from elsewhere: the model and the projector can only come from the ZIP.
+    let run = std::process::Command::new(&out)
+        .args(["--image", &f.picture, "-p", "Describe.", "-n", "12"])
+        .args(["--temp", "0"])
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    let got = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(got.trim_matches('\n'), llava::cli_cases()[0].2);
+    std::fs::remove_dir_all(&f.dir).ok();
+}
