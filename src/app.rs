@@ -394,6 +394,9 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
         on_token,
         spec.as_mut(),
     );
+    if let Some(spec) = spec.as_mut() {
+        spec.finish()?;
+    }
     let rest = decoder.flush();
     out.write_all(rest.as_bytes())?;
     out.flush()?;

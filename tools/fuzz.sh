@@ -27,7 +27,7 @@ shift
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-all_targets=(gguf zip args tokenize_bpe tokenize_spm gbnf json_schema chat_template http_request json_request image mmproj)
+all_targets=(gguf zip args tokenize_bpe tokenize_spm gbnf json_schema chat_template http_request json_request image mmproj lookup_cache)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
 for t in "${targets[@]}"; do
@@ -154,6 +154,8 @@ head -c 1024 README.md | seed tokenize_bpe readme
 printf 'Hello <|im_start|>user\nwörld 12345 \xf0\x9f\x98\x80  \t\n' | seed tokenize_bpe mixed
 head -c 1024 README.md | seed tokenize_spm readme
 printf '<bos><start_of_turn>user\nHi ▁there 12 </s>' | seed tokenize_spm special
+seed lookup_cache llama-lookup <tests/data/spec/lookup-smollm2.bin
+head -c 200 tests/data/spec/lookup-smollm2.bin | seed lookup_cache truncated
 for g in tests/data/grammars/*.gbnf; do
   { cat "$g"; printf '\xff{"a": [1, 2]}'; } | seed gbnf "$(basename "$g")"
 done

@@ -602,6 +602,8 @@ const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-cnv", "--chat"),
     ("-jf", "--json-schema-file"),
     ("-md", "--model-draft"),
+    ("-lcs", "--lookup-cache-static"),
+    ("-lcd", "--lookup-cache-dynamic"),
     ("-pg", "--n-gen-prompt"),
     ("-to", "--timeout"),
     ("-rea", "--reasoning"),

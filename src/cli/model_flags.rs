@@ -340,20 +340,4 @@ pub const FLAGS: &[Flag] = &[
         None,
         Effect::NoOp(SERVER_NORMALIZES),
     ),
-    valued(
-        &["lookup-cache-static"],
-        &["-lcs"],
-        "FNAME",
-        Check::Text,
-        None,
-        Effect::Refused("n-gram lookup cache files"),
-    ),
-    valued(
-        &["lookup-cache-dynamic"],
-        &["-lcd"],
-        "FNAME",
-        Check::Text,
-        None,
-        Effect::Refused("n-gram lookup cache files"),
-    ),
 ];

@@ -1,9 +1,9 @@
 //! Speculative decoding flags, as llama.cpp names them: the ones acted on ([`SpecArgs`]) and,
-//! in [`FLAGS`], the tuning flags of draft kinds not built here, accepted without effect, or
-//! refused where they would ask for one.
+//! in [`FLAGS`], the ones accepted without effect, or refused where they would ask for what is
+//! not built.
 
 use super::table::{equals, valued, Check, Effect, Flag};
-use crate::engine::speculative::setup::SpecOptions;
+use crate::engine::speculative::setup::{MapOptions, SpecOptions};
 use clap::Args;
 
 /// Speculative decoding flags (llama.cpp's names and their older aliases).
@@ -14,8 +14,11 @@ pub struct SpecArgs {
     pub model_draft: Option<String>,
 
     /// Draft sources, comma-separated: none, draft-simple (the draft model; implied by -md),
-    /// ngram-simple (look the last tokens up in the context), early-exit (implied by
-    /// --n-layer-exit-draft), moe-draft (implied by --moe-draft-experts).
+    /// ngram-simple (look the last tokens up in the context), ngram-map-k and ngram-map-k4v
+    /// (the same through a map of the context's n-grams; k4v with continuation statistics),
+    /// ngram-mod (a hashed n-gram pool shared by all server slots), ngram-cache (lookup
+    /// decoding, with -lcs/-lcd cache files), early-exit (implied by --n-layer-exit-draft),
+    /// moe-draft (implied by --moe-draft-experts).
     #[arg(long = "spec-type", value_name = "TYPES", env = "LLAMA_ARG_SPEC_TYPE")]
     pub spec_type: Option<String>,
 
@@ -52,6 +55,79 @@ pub struct SpecArgs {
     )]
     pub ngram_size_m: usize,
 
+    /// ngram-map-k: length of the n-gram looked up.
+    #[arg(
+        long = "spec-ngram-map-k-size-n",
+        value_name = "N",
+        default_value_t = 12
+    )]
+    pub map_k_size_n: usize,
+
+    /// ngram-map-k: most tokens proposed after a match.
+    #[arg(
+        long = "spec-ngram-map-k-size-m",
+        value_name = "N",
+        default_value_t = 48
+    )]
+    pub map_k_size_m: usize,
+
+    /// ngram-map-k: minimum key hits (as in llama.cpp, this type drafts after any hit).
+    #[arg(
+        long = "spec-ngram-map-k-min-hits",
+        value_name = "N",
+        default_value_t = 1
+    )]
+    pub map_k_min_hits: u16,
+
+    /// ngram-map-k4v: length of the n-gram looked up.
+    #[arg(
+        long = "spec-ngram-map-k4v-size-n",
+        value_name = "N",
+        default_value_t = 12
+    )]
+    pub map_k4v_size_n: usize,
+
+    /// ngram-map-k4v: most tokens proposed after a match.
+    #[arg(
+        long = "spec-ngram-map-k4v-size-m",
+        value_name = "N",
+        default_value_t = 48
+    )]
+    pub map_k4v_size_m: usize,
+
+    /// ngram-map-k4v: times a key must have been looked up before it drafts.
+    #[arg(
+        long = "spec-ngram-map-k4v-min-hits",
+        value_name = "N",
+        default_value_t = 1
+    )]
+    pub map_k4v_min_hits: u16,
+
+    /// ngram-mod: drafts shorter than this are dropped.
+    #[arg(long = "spec-ngram-mod-n-min", value_name = "N", default_value_t = 48)]
+    pub mod_n_min: usize,
+
+    /// ngram-mod: most tokens drafted per step.
+    #[arg(long = "spec-ngram-mod-n-max", value_name = "N", default_value_t = 64)]
+    pub mod_n_max: usize,
+
+    /// ngram-mod: length of the n-grams hashed and looked up.
+    #[arg(
+        long = "spec-ngram-mod-n-match",
+        value_name = "N",
+        default_value_t = 24
+    )]
+    pub mod_n_match: usize,
+
+    /// ngram-cache: static lookup cache (llama-lookup-create's file; not updated).
+    #[arg(long = "lookup-cache-static", value_name = "FNAME")]
+    pub lookup_cache_static: Option<String>,
+
+    /// ngram-cache: dynamic lookup cache (read if present; the CLI adds each generation's
+    /// n-grams to it and rewrites it).
+    #[arg(long = "lookup-cache-dynamic", value_name = "FNAME")]
+    pub lookup_cache_dynamic: Option<String>,
+
     /// Self-speculative decoding: draft with the target's first N layers.
     #[arg(long = "n-layer-exit-draft", value_name = "N")]
     pub n_layer_exit_draft: Option<usize>,
@@ -74,6 +150,21 @@ impl SpecArgs {
             draft_p_min: self.draft_p_min,
             ngram_size_n: self.ngram_size_n,
             ngram_size_m: self.ngram_size_m,
+            map_k: MapOptions {
+                size_n: self.map_k_size_n,
+                size_m: self.map_k_size_m,
+                min_hits: self.map_k_min_hits,
+            },
+            map_k4v: MapOptions {
+                size_n: self.map_k4v_size_n,
+                size_m: self.map_k4v_size_m,
+                min_hits: self.map_k4v_min_hits,
+            },
+            mod_n_min: self.mod_n_min,
+            mod_n_max: self.mod_n_max,
+            mod_n_match: self.mod_n_match,
+            lookup_cache_static: self.lookup_cache_static.clone(),
+            lookup_cache_dynamic: self.lookup_cache_dynamic.clone(),
             n_layer_exit_draft: self.n_layer_exit_draft,
             moe_draft_experts: self.moe_draft_experts,
         }
@@ -105,9 +196,6 @@ impl SpecArgs {
 fn one(v: &str) -> bool {
     equals(v, 1.0)
 }
-
-const NOT_BUILT_KIND: &str =
-    "only that draft kind reads it, and it is not built (--spec-type refuses it)";
 
 /// Speculative flags accepted without effect, or refused.
 pub const FLAGS: &[Flag] = &[
@@ -146,78 +234,6 @@ pub const FLAGS: &[Flag] = &[
             "1 (one earlier occurrence is enough here)",
             "a minimum n-gram hit count",
         ),
-    ),
-    valued(
-        &["spec-ngram-mod-n-min"],
-        &[],
-        "N",
-        Check::Int,
-        None,
-        Effect::NoOp(NOT_BUILT_KIND),
-    ),
-    valued(
-        &["spec-ngram-mod-n-max"],
-        &[],
-        "N",
-        Check::Int,
-        None,
-        Effect::NoOp(NOT_BUILT_KIND),
-    ),
-    valued(
-        &["spec-ngram-mod-n-match"],
-        &[],
-        "N",
-        Check::Int,
-        None,
-        Effect::NoOp(NOT_BUILT_KIND),
-    ),
-    valued(
-        &["spec-ngram-map-k-size-n"],
-        &[],
-        "N",
-        Check::Int,
-        None,
-        Effect::NoOp(NOT_BUILT_KIND),
-    ),
-    valued(
-        &["spec-ngram-map-k-size-m"],
-        &[],
-        "N",
-        Check::Int,
-        None,
-        Effect::NoOp(NOT_BUILT_KIND),
-    ),
-    valued(
-        &["spec-ngram-map-k-min-hits"],
-        &[],
-        "N",
-        Check::Int,
-        None,
-        Effect::NoOp(NOT_BUILT_KIND),
-    ),
-    valued(
-        &["spec-ngram-map-k4v-size-n"],
-        &[],
-        "N",
-        Check::Int,
-        None,
-        Effect::NoOp(NOT_BUILT_KIND),
-    ),
-    valued(
-        &["spec-ngram-map-k4v-size-m"],
-        &[],
-        "N",
-        Check::Int,
-        None,
-        Effect::NoOp(NOT_BUILT_KIND),
-    ),
-    valued(
-        &["spec-ngram-map-k4v-min-hits"],
-        &[],
-        "N",
-        Check::Int,
-        None,
-        Effect::NoOp(NOT_BUILT_KIND),
     ),
 ];
 

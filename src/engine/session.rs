@@ -214,7 +214,7 @@ impl<'m> Session<'m> {
                 ControlFlow::Continue(id)
             });
             if let Some(s) = spec.as_deref_mut() {
-                s.stats.accepted += step.accepted;
+                s.accept(step.accepted);
             }
             let id = match step.next {
                 ControlFlow::Continue(id) => id,

@@ -124,12 +124,22 @@ impl Scheduler {
         std::thread::Builder::new()
             .name("scheduler".into())
             .spawn(move || {
+                // (One ngram-mod pool and one copy of the lookup caches for all slots.)
+                let spec_shared = match setup::Shared::new(&spec) {
+                    Ok(shared) => shared,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
                 let slots = (0..options.n_slots)
                     .map(|id| {
                         let session =
                             Session::new(&loaded.model, options.n_ctx_slot, options.n_batch);
-                        let drafter = setup::build(
+                        let drafter = setup::build_shared(
                             &spec,
+                            &spec_shared,
+                            false,
                             &loaded,
                             draft.as_deref(),
                             options.n_ctx_slot,
@@ -450,6 +460,9 @@ impl Worker<'_> {
             });
         a.budget = budget;
         a.draft_n_accepted += step.accepted;
+        if let Some(spec) = slot.spec.as_mut() {
+            spec.accept(step.accepted);
+        }
         metrics.draft_accepted.add(step.accepted as u64);
         match step.next {
             ControlFlow::Continue(id) => a.next_token = Some(id),

@@ -84,6 +84,9 @@ impl<'m> Slot<'m> {
             0
         };
         self.session.context_shift = keep_on_shift;
+        if let Some(spec) = self.spec.as_mut() {
+            spec.restart();
+        }
         self.last_params = Some(job.params.clone());
         let sampler = Sampler::new(job.params.sampling.clone(), vocab.clone());
         let stops = StopText::new(job.params.stop.clone());

@@ -30,6 +30,10 @@ impl Drafter for NgramDrafter {
         let take = self.size_m.min(max).min(len - from);
         (from..from + take).map(at).collect()
     }
+
+    fn uses_draft_limits(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

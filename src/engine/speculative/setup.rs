@@ -1,14 +1,20 @@
 //! From the speculative-decoding flags to a [`Speculator`]: which draft sources, in which order
-//! (the free n-gram lookup first, then a draft model, then the early-exit draft, then the MoE
-//! draft), each checked against the target.
+//! (the free n-gram lookups first, in llama.cpp's order, then a draft model, then the
+//! early-exit draft, then the MoE draft), each checked against the target. What sequences
+//! share ([`Shared`]: the `ngram-mod` pool, the lookup cache files) is made once.
 
 use super::draft_model::{check_vocab, ModelDrafter, VocabMismatch};
 use super::ngram::NgramDrafter;
-use super::{Drafter, Speculator};
+use super::ngram_cache::{NgramCache, NgramCacheDrafter};
+use super::ngram_map::NgramMapDrafter;
+use super::ngram_mod::{NgramModDrafter, NgramPool};
+use super::{lookup_file, Drafter, Speculator};
 use crate::engine::loaded::Loaded;
 use crate::engine::session::Session;
 use crate::engine::PlacedModel;
 use crate::model::ForwardPlan;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 /// What speculation to run: llama.cpp's speculative-decoding settings, from flags
 /// (`cli::SpecArgs`) or a server's options.
@@ -28,16 +34,41 @@ pub struct SpecOptions {
     pub ngram_size_n: usize,
     /// ngram-simple: most tokens proposed after a match.
     pub ngram_size_m: usize,
+    /// ngram-map-k: key length, draft length, and (as in llama.cpp, unused by this type)
+    /// minimum hits.
+    pub map_k: MapOptions,
+    /// ngram-map-k4v: key length, draft length, minimum key hits.
+    pub map_k4v: MapOptions,
+    /// ngram-mod: shortest and longest draft, n-gram length.
+    pub mod_n_min: usize,
+    pub mod_n_max: usize,
+    pub mod_n_match: usize,
+    /// ngram-cache: the static lookup cache file (`-lcs`).
+    pub lookup_cache_static: Option<String>,
+    /// ngram-cache: the dynamic lookup cache file (`-lcd`).
+    pub lookup_cache_dynamic: Option<String>,
     /// Draft with the target's first N layers.
     pub n_layer_exit_draft: Option<usize>,
     /// Draft a MoE model with N routed experts per token.
     pub moe_draft_experts: Option<usize>,
 }
 
+/// The settings of an `ngram-map-*` type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapOptions {
+    pub size_n: usize,
+    pub size_m: usize,
+    pub min_hits: u16,
+}
+
 /// A draft source named by `--spec-type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpecType {
     NgramSimple,
+    NgramMapK,
+    NgramMapK4v,
+    NgramMod,
+    NgramCache,
     Draft,
     EarlyExit,
     /// The target with fewer routed experts per token (`--moe-draft-experts`).
@@ -48,8 +79,8 @@ pub enum SpecType {
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SpecError {
     #[error(
-        "--spec-type: unknown type {0:?} (known: none, draft-simple, ngram-simple, early-exit, \
-         moe-draft)"
+        "--spec-type: unknown type {0:?} (known: none, draft-simple, ngram-simple, ngram-map-k, \
+         ngram-map-k4v, ngram-mod, ngram-cache, early-exit, moe-draft)"
     )]
     UnknownType(String),
     #[error("--spec-type draft needs a draft model: -md FNAME")]
@@ -70,6 +101,15 @@ pub enum SpecError {
     /// (Not a `source`: the message already carries the mismatch, once.)
     #[error("the draft model does not fit the target: {0}")]
     Vocab(VocabMismatch),
+    /// A lookup cache file that cannot be read or parsed (the message names file and offset).
+    #[error("{0}")]
+    LookupCache(String),
+    #[error("{flag} {value}: {why}")]
+    Setting {
+        flag: &'static str,
+        value: usize,
+        why: &'static str,
+    },
 }
 
 /// The draft sources the flags ask for, in the order they are tried.
@@ -80,6 +120,10 @@ pub fn spec_types(args: &SpecOptions) -> Result<Vec<SpecType>, SpecError> {
             match name {
                 "none" => {}
                 "ngram-simple" => types.push(SpecType::NgramSimple),
+                "ngram-map-k" => types.push(SpecType::NgramMapK),
+                "ngram-map-k4v" => types.push(SpecType::NgramMapK4v),
+                "ngram-mod" => types.push(SpecType::NgramMod),
+                "ngram-cache" => types.push(SpecType::NgramCache),
                 "draft" | "draft-simple" => types.push(SpecType::Draft),
                 "early-exit" => types.push(SpecType::EarlyExit),
                 "moe-draft" => types.push(SpecType::MoeDraft),
@@ -102,8 +146,13 @@ pub fn spec_types(args: &SpecOptions) -> Result<Vec<SpecType>, SpecError> {
     if !(0.0..=1.0).contains(&args.draft_p_min) {
         return Err(SpecError::PMin(args.draft_p_min));
     }
+    check_settings(args)?;
     let order = [
         SpecType::NgramSimple,
+        SpecType::NgramMapK,
+        SpecType::NgramMapK4v,
+        SpecType::NgramMod,
+        SpecType::NgramCache,
         SpecType::Draft,
         SpecType::EarlyExit,
         SpecType::MoeDraft,
@@ -111,10 +160,103 @@ pub fn spec_types(args: &SpecOptions) -> Result<Vec<SpecType>, SpecError> {
     Ok(order.into_iter().filter(|t| types.contains(t)).collect())
 }
 
+/// The n-gram sizes llama.cpp accepts (its flags' ranges).
+fn check_settings(args: &SpecOptions) -> Result<(), SpecError> {
+    let checks: [(&'static str, usize, usize, usize); 10] = [
+        ("--spec-ngram-simple-size-n", args.ngram_size_n, 1, 1024),
+        ("--spec-ngram-simple-size-m", args.ngram_size_m, 1, 1024),
+        ("--spec-ngram-map-k-size-n", args.map_k.size_n, 1, 1024),
+        ("--spec-ngram-map-k-size-m", args.map_k.size_m, 1, 1024),
+        ("--spec-ngram-map-k4v-size-n", args.map_k4v.size_n, 1, 1024),
+        ("--spec-ngram-map-k4v-size-m", args.map_k4v.size_m, 1, 1024),
+        ("--spec-ngram-mod-n-min", args.mod_n_min, 0, 1024),
+        ("--spec-ngram-mod-n-max", args.mod_n_max, 0, 1024),
+        ("--spec-ngram-mod-n-match", args.mod_n_match, 1, 1024),
+        (
+            "--spec-ngram-map-k4v-min-hits",
+            args.map_k4v.min_hits.into(),
+            1,
+            65535,
+        ),
+    ];
+    for (flag, value, lo, hi) in checks {
+        if value < lo || value > hi {
+            let why = if lo == 0 {
+                "must be between 0 and 1024"
+            } else if hi == 1024 {
+                "must be between 1 and 1024"
+            } else {
+                "must be at least 1"
+            };
+            return Err(SpecError::Setting { flag, value, why });
+        }
+    }
+    if args.map_k.min_hits == 0 {
+        return Err(SpecError::Setting {
+            flag: "--spec-ngram-map-k-min-hits",
+            value: 0,
+            why: "must be at least 1",
+        });
+    }
+    Ok(())
+}
+
+/// What every sequence's speculator shares: the `ngram-mod` pool and the lookup caches read
+/// from their files.
+#[derive(Default)]
+pub struct Shared {
+    pool: Option<Arc<Mutex<NgramPool>>>,
+    statics: Arc<NgramCache>,
+    dynamic: Arc<NgramCache>,
+}
+
+impl Shared {
+    /// Reads the lookup cache files and makes the pool, as far as `args` asks for them. A
+    /// dynamic cache file that does not exist yet starts empty (generation creates it).
+    pub fn new(args: &SpecOptions) -> Result<Shared, SpecError> {
+        let types = spec_types(args)?;
+        let mut shared = Shared::default();
+        if types.contains(&SpecType::NgramMod) {
+            shared.pool = Some(Arc::new(Mutex::new(NgramPool::new(args.mod_n_match))));
+        }
+        if types.contains(&SpecType::NgramCache) {
+            let read = |p: &str| {
+                lookup_file::load(p.as_ref()).map_err(|e| SpecError::LookupCache(e.to_string()))
+            };
+            if let Some(p) = &args.lookup_cache_static {
+                shared.statics = Arc::new(read(p)?);
+            }
+            if let Some(p) = &args.lookup_cache_dynamic {
+                if std::path::Path::new(p).exists() {
+                    shared.dynamic = Arc::new(read(p)?);
+                }
+            }
+        }
+        Ok(shared)
+    }
+}
+
 /// The speculator for `target`, with `draft` loaded when the types include a draft model.
-/// `None` when no speculation was asked for.
+/// `None` when no speculation was asked for. Its lookup caches are saved at
+/// [`Speculator::finish`].
 pub fn build<'a>(
     args: &SpecOptions,
+    target: &'a Loaded,
+    draft: Option<&'a Loaded>,
+    n_ctx: usize,
+    n_batch: usize,
+) -> Result<Option<Speculator<'a>>, SpecError> {
+    let shared = Shared::new(args)?;
+    build_shared(args, &shared, true, target, draft, n_ctx, n_batch)
+}
+
+/// [`build`] for one of several sequences sharing `shared`; `save_dynamic`: whether this
+/// sequence's [`Speculator::finish`] rewrites the dynamic lookup cache file (the CLI's
+/// does; server slots only read it, as llama.cpp's server).
+pub fn build_shared<'a>(
+    args: &SpecOptions,
+    shared: &Shared,
+    save_dynamic: bool,
     target: &'a Loaded,
     draft: Option<&'a Loaded>,
     n_ctx: usize,
@@ -132,6 +274,40 @@ pub fn build<'a>(
                 size_n: args.ngram_size_n,
                 size_m: args.ngram_size_m,
             })),
+            SpecType::NgramMapK | SpecType::NgramMapK4v => {
+                let (o, key_only) = if t == SpecType::NgramMapK {
+                    (args.map_k, true)
+                } else {
+                    (args.map_k4v, false)
+                };
+                drafters.push(Box::new(NgramMapDrafter::new(
+                    o.size_n, o.size_m, o.min_hits, key_only,
+                )));
+            }
+            SpecType::NgramMod => {
+                let pool = shared
+                    .pool
+                    .clone()
+                    .unwrap_or_else(|| Arc::new(Mutex::new(NgramPool::new(args.mod_n_match))));
+                drafters.push(Box::new(NgramModDrafter::new(
+                    pool,
+                    args.mod_n_min,
+                    args.mod_n_max,
+                )));
+            }
+            SpecType::NgramCache => {
+                let save = args
+                    .lookup_cache_dynamic
+                    .as_ref()
+                    .filter(|_| save_dynamic)
+                    .map(PathBuf::from);
+                drafters.push(Box::new(NgramCacheDrafter::new(
+                    shared.dynamic.clone(),
+                    shared.statics.clone(),
+                    save,
+                    n_vocab,
+                )));
+            }
             SpecType::Draft => {
                 let draft = draft.ok_or(SpecError::NoDraftModel)?;
                 check_vocab(&draft.tokenizer, &target.tokenizer).map_err(SpecError::Vocab)?;
