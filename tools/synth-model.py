@@ -109,6 +109,14 @@ FAMILIES = {
                    post_norms=True,
                    mmproj=dict(type="gemma3", image_size=224, patch_size=14, n_embd=128,
                                n_head=4, n_ff=320, n_layer=3, eps=1e-6)),
+    # A wider Gemma 3 projector for timing the encoder (tests/vision_bench.rs), about
+    # SigLIP-base's size: width 768, 12 blocks, 196 patches pooled by 2 into 49 tokens.
+    "gemma3-base": dict(arch="gemma3", n_embd=256, n_head=4, n_head_kv=2, head_dim=64,
+                        n_ff=512, n_layer=2, rope_base=1000000.0, key_length=True,
+                        qk_norm=True, post_norms=True,
+                        mmproj=dict(type="gemma3", image_size=224, patch_size=16, n_embd=768,
+                                    n_head=12, n_ff=3072, n_layer=12, eps=1e-6,
+                                    scale_factor=2)),
     # SmolVLM's text side (a llama, with Idefics3's image tokens added to the vocabulary) for
     # the synthetic `idefics3` projector: 128-pixel tiles of 16-pixel patches shuffled by 2
     # into 16 tokens per tile; images resized to a longest side of 256 (up to 2x2 tiles).

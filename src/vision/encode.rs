@@ -8,10 +8,11 @@
 
 use super::clip::{Block, FfnActivation, Head, Linear, Projector};
 use super::layers::{
-    attention, gelu_in_place, gelu_quick_in_place, layer_norm_rows, silu_in_place,
+    attention, gelu_in_place, gelu_quick_in_place, layer_norm_rows, matmul_f32, silu_in_place,
 };
 use super::preprocess::PlanarImage;
 use crate::ops::{matmul, QMat};
+use crate::quant::GgmlType;
 
 impl Projector {
     /// The image embeddings of `img` (from [`super::preprocess`] for this projector): one row
@@ -100,13 +101,23 @@ impl Projector {
             }
         }
         let info = &self.patch_embd.info;
-        let kernel = QMat {
-            ty: info.ty,
-            rows: e,
-            cols: k,
-            data: self.file.tensor_data(info),
-        };
-        matmul(&kernel, &patches, side * side, out);
+        let data = self.file.tensor_data(info);
+        if info.ty == GgmlType::F32 {
+            // SigLIP's converters keep the kernel in f32.
+            let w: Vec<f32> = data
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            matmul_f32(&w, e, &patches, side * side, out);
+        } else {
+            let kernel = QMat {
+                ty: info.ty,
+                rows: e,
+                cols: k,
+                data,
+            };
+            matmul(&kernel, &patches, side * side, out);
+        }
         if let Some(b) = &self.patch_bias {
             add_rows(out, b);
         }

@@ -1,11 +1,14 @@
 //! The vision tower's numeric pieces, computed as ggml's CPU backend computes them: LayerNorm
-//! (sums in f64), the GELU variants through ggml's f16 lookup tables, and softmax attention
-//! over all of an image's positions (no mask, no rotary embedding), threaded on the pool.
+//! (sums in f64), the GELU variants through ggml's f16 lookup tables, softmax attention over
+//! all of an image's positions (no mask, no rotary embedding) and f32 × f32 products, threaded
+//! on the pool.
 
 use std::sync::OnceLock;
 
 use half::f16;
 
+use crate::cpu::Isa;
+use crate::ops::expf::expf_ggml;
 use crate::pool;
 
 /// LayerNorm of each `dim`-long row of `x` in place: `(x - mean) / sqrt(var + eps) * w + b`.
@@ -77,7 +80,27 @@ const QUERY_BLOCK: usize = 32;
 
 /// Multi-head self-attention over `n` positions: `q`, `k`, `v` are `n × (n_head · d)`, head `h`
 /// in columns `h·d..(h+1)·d`; the result has the same layout. Every position sees every other.
+///
+/// Each task takes one head and a block of queries. A query's scores are summed over the head's
+/// columns in order, all keys at once (the head's keys transposed, so the loop runs along the
+/// keys); the softmax takes ggml's vectorised `expf` and sums in f64, as ggml's soft_max does;
+/// the output adds each value row in key order. Every step is the same operation per lane
+/// whatever the vector width, so every CPU variant gives the same bits; the variant only sets
+/// the width the loops are compiled for.
 pub fn attention(q: &[f32], k: &[f32], v: &[f32], n: usize, n_head: usize, scale: f32) -> Vec<f32> {
+    attention_with(crate::cpu::isa(), q, k, v, n, n_head, scale)
+}
+
+/// [`attention`] with the kernels of `isa` (which this CPU must support).
+fn attention_with(
+    isa: Isa,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    n: usize,
+    n_head: usize,
+    scale: f32,
+) -> Vec<f32> {
     let width = q.len() / n;
     let d = width / n_head;
     let blocks = n.div_ceil(QUERY_BLOCK);
@@ -88,29 +111,25 @@ pub fn attention(q: &[f32], k: &[f32], v: &[f32], n: usize, n_head: usize, scale
     pool::global().for_each_chunk(&mut by_head, QUERY_BLOCK * d, |task, out| {
         let (h, blk) = (task / blocks, task % blocks);
         let col = h * d;
+        // The head's keys transposed (`d × n`) and its values (`n × d`).
+        let mut kt = vec![0f32; d * n];
+        let mut vh = vec![0f32; n * d];
+        for j in 0..n {
+            let kr = &k[j * width + col..][..d];
+            for (c, &x) in kr.iter().enumerate() {
+                kt[c * n + j] = x;
+            }
+            vh[j * d..][..d].copy_from_slice(&v[j * width + col..][..d]);
+        }
         let mut scores = vec![0f32; n];
         for (qi, dst) in (blk * QUERY_BLOCK..n).zip(out.chunks_exact_mut(d)) {
             let qr = &q[qi * width + col..][..d];
-            let mut max = f32::NEG_INFINITY;
-            for (j, s) in scores.iter_mut().enumerate() {
-                let kr = &k[j * width + col..][..d];
-                *s = dot(qr, kr) * scale;
-                max = max.max(*s);
-            }
-            let mut sum = 0f64;
-            for s in scores.iter_mut() {
-                *s = (*s - max).exp();
-                sum += *s as f64;
-            }
+            with_isa(isa, || scores_row(qr, &kt, scale, &mut scores));
+            let max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+            let sum = exp_sub(isa, &mut scores, max);
             let inv = (1.0 / sum) as f32;
             dst.fill(0.0);
-            for (j, s) in scores.iter().enumerate() {
-                let p = s * inv;
-                let vr = &v[j * width + col..][..d];
-                for (o, x) in dst.iter_mut().zip(vr) {
-                    *o += p * x;
-                }
-            }
+            with_isa(isa, || weighted_sum(&scores, inv, &vh, dst));
         }
     });
     let mut out = vec![0f32; n * width];
@@ -122,13 +141,156 @@ pub fn attention(q: &[f32], k: &[f32], v: &[f32], n: usize, n_head: usize, scale
     out
 }
 
+/// `scores[j] = (q · kᵀ[·][j]) · scale`, the sum over `q`'s columns in order.
+#[inline(always)]
+fn scores_row(q: &[f32], kt: &[f32], scale: f32, scores: &mut [f32]) {
+    let n = scores.len();
+    scores.fill(0.0);
+    for (c, &qc) in q.iter().enumerate() {
+        for (s, &kv) in scores.iter_mut().zip(&kt[c * n..][..n]) {
+            *s += qc * kv;
+        }
+    }
+    for s in scores.iter_mut() {
+        *s *= scale;
+    }
+}
+
+/// `dst += Σ_j (p[j] · inv) · v[j]`, keys in order.
+#[inline(always)]
+fn weighted_sum(p: &[f32], inv: f32, v: &[f32], dst: &mut [f32]) {
+    let d = dst.len();
+    for (j, &pj) in p.iter().enumerate() {
+        let w = pj * inv;
+        for (o, &x) in dst.iter_mut().zip(&v[j * d..][..d]) {
+            *o += w * x;
+        }
+    }
+}
+
+/// `x[i] = expf(x[i] - max)` with ggml's `expf`; the sum of the results in f64, in order.
+fn exp_sub(isa: Isa, x: &mut [f32], max: f32) -> f64 {
+    #[allow(unused_mut)]
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    match isa {
+        // SAFETY: `isa` is the CPU's (cpu::isa), so it supports the features.
+        Isa::Avx512 => done = unsafe { exp_x86::exp_sub16(x, max) },
+        // SAFETY: as above.
+        Isa::Avx2 => done = unsafe { exp_x86::exp_sub8(x, max) },
+        _ => {}
+    }
+    let _ = isa;
+    for v in &mut x[done..] {
+        *v = expf_ggml(*v - max);
+    }
+    x.iter().map(|&v| v as f64).sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+mod exp_x86 {
+    use crate::ops::expf::x86::{v_expf, v_expf8};
+    use std::arch::x86_64::*;
+
+    /// [`super::exp_sub`]'s exponentials over the leading multiple of 16; returns how many.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and AVX-512DQ.
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub(super) unsafe fn exp_sub16(x: &mut [f32], max: f32) -> usize {
+        let n = x.len() / 16 * 16;
+        let m = _mm512_set1_ps(max);
+        for c in x[..n].chunks_exact_mut(16) {
+            // SAFETY: the chunk holds 16 floats; unaligned load and store.
+            unsafe {
+                let e = v_expf(_mm512_sub_ps(_mm512_loadu_ps(c.as_ptr()), m));
+                _mm512_storeu_ps(c.as_mut_ptr(), e);
+            }
+        }
+        n
+    }
+
+    /// As [`exp_sub16`], eight lanes at a time, with its bits.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn exp_sub8(x: &mut [f32], max: f32) -> usize {
+        let n = x.len() / 8 * 8;
+        let m = _mm256_set1_ps(max);
+        for c in x[..n].chunks_exact_mut(8) {
+            // SAFETY: the chunk holds 8 floats; unaligned load and store.
+            unsafe {
+                let e = v_expf8(_mm256_sub_ps(_mm256_loadu_ps(c.as_ptr()), m));
+                _mm256_storeu_ps(c.as_mut_ptr(), e);
+            }
+        }
+        n
+    }
+}
+
+/// Runs `f` compiled for the vector width of `isa`: its loops are lane-independent, so the
+/// bits are the same on every variant.
+#[inline(always)]
+fn with_isa<R>(isa: Isa, f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        unsafe fn wide16<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        #[target_feature(enable = "avx2")]
+        unsafe fn wide8<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        match isa {
+            // SAFETY: `isa` is the CPU's (cpu::isa), so it supports the features.
+            Isa::Avx512 => return unsafe { wide16(f) },
+            // SAFETY: as above.
+            Isa::Avx2 => return unsafe { wide8(f) },
+            _ => {}
+        }
+    }
+    let _ = isa;
+    f()
+}
+
+/// Rows of [`matmul_f32`]'s output per task.
+const F32_ROWS: usize = 4;
+
+/// `out = x · Wᵀ` for `n` rows of `x` (`n × k`) and f32 weights `w` (`rows × k`), threaded on
+/// the pool: ggml multiplies f32 by f32 in f32 (our kernels' F32 path is the generic
+/// f64-accumulated dot, too slow for a patch embedding). Each dot keeps 32 partial sums,
+/// added in a fixed order, so every variant gives the same bits.
+pub fn matmul_f32(w: &[f32], rows: usize, x: &[f32], n: usize, out: &mut [f32]) {
+    matmul_f32_with(crate::cpu::isa(), w, rows, x, n, out)
+}
+
+/// [`matmul_f32`] with the kernels of `isa` (which this CPU must support).
+fn matmul_f32_with(isa: Isa, w: &[f32], rows: usize, x: &[f32], n: usize, out: &mut [f32]) {
+    let k = w.len() / rows;
+    assert_eq!(x.len(), n * k, "matmul_f32: activation shape");
+    assert_eq!(out.len(), n * rows, "matmul_f32: output shape");
+    pool::global().for_each_chunk(out, F32_ROWS * rows, |task, dst| {
+        with_isa(isa, || {
+            for (r, o) in dst.chunks_exact_mut(rows).enumerate() {
+                let xr = &x[(task * F32_ROWS + r) * k..][..k];
+                for (v, wr) in o.iter_mut().zip(w.chunks_exact(k)) {
+                    *v = dot(xr, wr);
+                }
+            }
+        })
+    });
+}
+
+#[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
-    // Eight partial sums: the compiler keeps them in one vector register.
-    let mut acc = [0f32; 8];
-    let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
+    const L: usize = 32;
+    let mut acc = [0f32; L];
+    let (ac, bc) = (a.chunks_exact(L), b.chunks_exact(L));
     let (ar, br) = (ac.remainder(), bc.remainder());
     for (x, y) in ac.zip(bc) {
-        for i in 0..8 {
+        for i in 0..L {
             acc[i] += x[i] * y[i];
         }
     }
@@ -205,6 +367,60 @@ mod tests {
                     let g = got[i * w + h * d + c] as f64;
                     assert!((g - want).abs() < 1e-5, "h{h} i{i} c{c}: {g} vs {want}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn every_variant_gives_the_same_bits() {
+        let (n, n_head, d) = (45, 2, 24);
+        let w = n_head * d;
+        let gen = |s: usize, len: usize| -> Vec<f32> {
+            (0..len)
+                .map(|i| (((i * s) % 31) as f32 - 15.0) * 0.07)
+                .collect()
+        };
+        let (q, k, v) = (gen(3, n * w), gen(5, n * w), gen(7, n * w));
+        let wt = gen(11, 7 * w);
+        let base = attention_with(Isa::Scalar, &q, &k, &v, n, n_head, 0.3);
+        let mut base_mm = vec![0f32; n * 7];
+        matmul_f32_with(Isa::Scalar, &wt, 7, &q, n, &mut base_mm);
+        for isa in crate::cpu::available() {
+            let got = attention_with(isa, &q, &k, &v, n, n_head, 0.3);
+            assert!(
+                got.iter()
+                    .zip(&base)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "attention {isa:?}"
+            );
+            let mut mm = vec![0f32; n * 7];
+            matmul_f32_with(isa, &wt, 7, &q, n, &mut mm);
+            assert!(
+                mm.iter()
+                    .zip(&base_mm)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "matmul_f32 {isa:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn matmul_f32_matches_f64_sums() {
+        let (rows, k, n) = (5, 70, 9);
+        let w: Vec<f32> = (0..rows * k)
+            .map(|i| ((i * 7) % 13) as f32 * 0.1 - 0.6)
+            .collect();
+        let x: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 5) % 11) as f32 * 0.1 - 0.5)
+            .collect();
+        let mut out = vec![0f32; n * rows];
+        matmul_f32(&w, rows, &x, n, &mut out);
+        for r in 0..n {
+            for o in 0..rows {
+                let want: f64 = (0..k)
+                    .map(|c| x[r * k + c] as f64 * w[o * k + c] as f64)
+                    .sum();
+                assert!((out[r * rows + o] as f64 - want).abs() < 1e-4);
             }
         }
     }

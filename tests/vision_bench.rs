@@ -1,0 +1,152 @@
+//! Image encoding time against llama.cpp's (a benchmark, not a timed test: it only prints).
+//! Run: `cargo test --release --test vision_bench -- --ignored --nocapture`.
+//!
+//! For each synthetic projector (tools/synth-model.py: `llava`, `gemma3`, `smolvlm` and the
+//! wider `gemma3-base`, f16 and Q8_0) on 2 threads: our time to encode one input of the
+//! projector's size (preprocessing not included), the best of several runs, and
+//! `llama-mtmd-cli -t 2`'s "mtmd batch encoding done in N ms" for the same projector and
+//! picture (the best over its encodes and runs; whole milliseconds, as it prints them), from
+//! `$LLAMA_CPP_BIN` (default ~/.cache/llama-cpp-ref/bin). docs/benchmarks.md has the table.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use common::picture::picture;
+use llamafile::gguf::GgufFile;
+use llamafile::vision::{preprocess_tiles, Projector, RgbImage};
+
+fn synth(args: &[&str], out: &Path) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/synth-model.py");
+    let st = Command::new("python3")
+        .arg(script)
+        .args(args)
+        .arg(out)
+        .status()
+        .expect("python3");
+    assert!(st.success(), "tools/synth-model.py {args:?}");
+}
+
+fn png_file(img: &RgbImage, path: &Path) {
+    use image::ImageEncoder;
+    let mut out = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut out)
+        .write_image(
+            &img.data,
+            img.width as u32,
+            img.height as u32,
+            image::ExtendedColorType::Rgb8,
+        )
+        .unwrap();
+    std::fs::write(path, out).unwrap();
+}
+
+/// llama-mtmd-cli's best encode time in ms over `runs` runs, or `None` without the binary.
+fn llama_cpp_ms(text: &Path, mmproj: &Path, png: &Path, runs: usize) -> Option<u64> {
+    let bin = std::env::var_os("LLAMA_CPP_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/llama-cpp-ref/bin")
+        });
+    let exe = bin.join("llama-mtmd-cli");
+    if !exe.exists() {
+        return None;
+    }
+    let mut best = u64::MAX;
+    for _ in 0..runs {
+        let out = Command::new(&exe)
+            .env("LD_LIBRARY_PATH", &bin)
+            .arg("-m")
+            .arg(text)
+            .arg("--mmproj")
+            .arg(mmproj)
+            .arg("--image")
+            .arg(png)
+            .args([
+                "-p",
+                "Describe.",
+                "-n",
+                "1",
+                "--temp",
+                "0",
+                "-t",
+                "2",
+                "-fa",
+                "off",
+            ])
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&out.stderr);
+        for line in log.lines() {
+            if let Some(rest) = line.split("mtmd batch encoding done in ").nth(1) {
+                if let Some(ms) = rest.split_whitespace().next().and_then(|v| v.parse().ok()) {
+                    best = best.min(ms);
+                }
+            }
+        }
+    }
+    (best != u64::MAX).then_some(best)
+}
+
+#[test]
+#[ignore = "benchmark: run with --ignored --nocapture"]
+fn encode_time_against_llama_cpp() {
+    llamafile::pool::init(2);
+    let dir = std::env::temp_dir().join(format!("llamafile-vision-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let vocab = common::model_path("SmolLM2-135M-Instruct.Q4_1");
+    println!("| projector | weights | width × blocks, patches | ours ms | llama.cpp ms | ratio |");
+    println!("|---|---|---|---:|---:|---:|");
+    for family in ["llava", "gemma3", "smolvlm", "gemma3-base"] {
+        let text = dir.join(format!("text-{family}.gguf"));
+        let mut args = vec![family, "f16"];
+        let v;
+        if let Some(p) = &vocab {
+            v = p.to_str().unwrap().to_string();
+            args.extend(["--vocab-from", v.as_str()]);
+        }
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/synth-model.py");
+        let st = Command::new("python3")
+            .arg(&script)
+            .args(&args[..2])
+            .arg(&text)
+            .args(&args[2..])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        for ty in ["f16", "q8_0"] {
+            let mmproj = dir.join(format!("mmproj-{family}-{ty}.gguf"));
+            synth(&["--mmproj", family, ty], &mmproj);
+            let proj = Projector::load(Arc::new(GgufFile::open(&mmproj).unwrap())).unwrap();
+            let hp = &proj.hparams;
+            let pic = picture(hp.image_size, hp.image_size);
+            let png = dir.join(format!("{family}.png"));
+            png_file(&pic, &png);
+            let tiles = preprocess_tiles(&pic, proj.ty, hp);
+            let input = &tiles.images[0];
+            proj.encode(input); // warm-up
+            let mut best = f64::MAX;
+            for _ in 0..5 {
+                let t = Instant::now();
+                std::hint::black_box(proj.encode(input));
+                best = best.min(t.elapsed().as_secs_f64() * 1e3);
+            }
+            let theirs = llama_cpp_ms(&text, &mmproj, &png, 3);
+            let n_patches = hp.patches_per_side() * hp.patches_per_side();
+            let (theirs_s, ratio) = match theirs {
+                Some(ms) => (format!("{ms}"), format!("{:.2}", ms as f64 / best)),
+                None => ("-".into(), "-".into()),
+            };
+            println!(
+                "| {} ({family}) | {ty} | {} × {}, {n_patches} | {best:.1} | {theirs_s} | {ratio} |",
+                proj.ty.name(),
+                hp.n_embd,
+                hp.n_layer,
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
