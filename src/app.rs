@@ -36,6 +36,14 @@ fn place_layers(cli: &Cli, model: &mut PlacedModel, gpu: &GpuStart, mode: GpuMod
         .and_then(GpuLayers::parse)
         .unwrap_or(GpuLayers::Auto);
     let n_layer = model.config.n_layer;
+    if let Some(endpoints) = cli.rpc.endpoints().map_err(anyhow::Error::msg)? {
+        let split = cli.rpc.split().map_err(anyhow::Error::msg)?;
+        let timeout = std::time::Duration::from_secs(cli.timeout);
+        let plan = crate::backend::rpc::start(model, &endpoints, ngl, split.as_deref(), timeout)?;
+        plan.notes.iter().for_each(|n| eprintln!("{n}"));
+        model.set_placement(plan.placement)?;
+        return Ok(());
+    }
     let GpuStart::Found(opened) = gpu else {
         for line in gpu.lines(0, n_layer) {
             eprintln!("{line}");

@@ -50,6 +50,7 @@ mod cpu;
 mod kv_cache;
 mod placement;
 mod plan;
+pub mod rpc;
 mod seq_cache;
 
 pub use crate::ops::attention::KvType;

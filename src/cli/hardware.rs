@@ -1,8 +1,8 @@
 //! llama.cpp flags about where and how the work runs: CPU placement and priorities, GPU
 //! offloading, device memory fitting, KV-cache placement, draft-model placement. This build
 //! runs on the CPU with one compute pool (`-t`) whose threads the OS places, so these are
-//! accepted and change nothing, except what would need a missing feature (RPC offloading, a
-//! quantized KV cache), which is refused.
+//! accepted and change nothing, except what would need a missing feature, which is refused.
+//! (`--rpc` and `--tensor-split` are typed flags, in `rpc_flags`.)
 
 use super::table::{switch, valued, Check, Effect, Flag, Takes};
 
@@ -126,14 +126,6 @@ pub const FLAGS: &[Flag] = &[
         Effect::NoOp("deprecated in llama.cpp; each slot's cache is contiguous here"),
     ),
     valued(
-        &["rpc"],
-        &[],
-        "SERVERS",
-        Check::Text,
-        Some("LLAMA_ARG_RPC"),
-        Effect::Refused("offloading to RPC servers"),
-    ),
-    valued(
         &["lazy-mode"],
         &["-lzm"],
         "MODE",
@@ -177,14 +169,6 @@ pub const FLAGS: &[Flag] = &[
         "none|layer|row|tensor",
         Check::OneOf(&["none", "layer", "row", "tensor"]),
         Some("LLAMA_ARG_SPLIT_MODE"),
-        Effect::NoOp(CPU_ONLY),
-    ),
-    valued(
-        &["tensor-split"],
-        &["-ts"],
-        "N0,N1,...",
-        Check::Floats,
-        Some("LLAMA_ARG_TENSOR_SPLIT"),
         Effect::NoOp(CPU_ONLY),
     ),
     Flag {

@@ -16,6 +16,7 @@ mod logging;
 mod media_flags;
 mod model_flags;
 mod reasoning_flags;
+mod rpc_flags;
 mod sampling_flags;
 mod sampling_params;
 mod server_flags;
@@ -27,6 +28,7 @@ pub use embedding_flags::EmbeddingArgs;
 pub use gpu_flags::GpuArgs;
 pub use media_flags::MediaArgs;
 pub use reasoning_flags::ReasoningArgs;
+pub use rpc_flags::RpcArgs;
 pub use server_flags::{ServerArgs, DEFAULT_TIMEOUT_SECS};
 pub use spec::SpecArgs;
 
@@ -468,6 +470,9 @@ pub struct Cli {
     pub media: MediaArgs,
 
     #[command(flatten)]
+    pub rpc: RpcArgs,
+
+    #[command(flatten)]
     pub gpu: GpuArgs,
 }
 
@@ -596,6 +601,7 @@ fn gpu_layers(v: &str) -> Result<String, String> {
 /// llama.cpp's multi-letter single-dash flags and the long flags they mean.
 const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-ngl", "--n-gpu-layers"),
+    ("-ts", "--tensor-split"),
     ("-mg", "--main-gpu"),
     ("-ub", "--ubatch-size"),
     ("-np", "--parallel"),
