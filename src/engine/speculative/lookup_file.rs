@@ -1,9 +1,9 @@
 //! llama.cpp's n-gram cache files (`-lcs`, `-lcd`; written by `llama-lookup-create` and
 //! `llama-lookup`): a sequence of records, each an n-gram (four little-endian i32 tokens, -1
-//! after the last), a follower count N (i32, > 0), then N pairs of token and count (i32, count
-//! > 0). Nothing else: no header, no padding; the file ends after a whole record. A repeated
-//! n-gram or follower keeps its first record, as llama.cpp's loader does. Files come from
-//! anywhere, so a malformed one is refused with the offset of the first bad field.
+//! after the last), a positive follower count N (i32), then N pairs of token and positive
+//! count (i32 each). Nothing else: no header, no padding; the file ends after a whole record.
+//! A repeated n-gram or follower keeps its first record, as llama.cpp's loader does. Files
+//! come from anywhere, so a malformed one is refused with the offset of the first bad field.
 
 use super::ngram_cache::{Followers, NgramCache, NGRAM_MAX};
 use std::io::Write;
