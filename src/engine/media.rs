@@ -174,6 +174,19 @@ impl MediaPrompt {
         out
     }
 
+    /// Where the first image starting after position `pos` starts.
+    pub fn next_image_after(&self, pos: usize) -> Option<usize> {
+        let mut off = 0;
+        for c in &self.chunks {
+            match c {
+                Chunk::Text(t) => off += t.len(),
+                Chunk::Image(_) if off > pos => return Some(off),
+                Chunk::Image(i) => off += i.n_tokens,
+            }
+        }
+        None
+    }
+
     /// The image that starts at position `pos`, if one does.
     pub fn image_at(&self, pos: usize) -> Option<&Arc<Image>> {
         let mut off = 0;
@@ -442,5 +455,7 @@ mod tests {
         assert!(p.image_at(2).is_some());
         assert!(p.image_at(3).is_none());
         assert!(p.image_at(0).is_none());
+        assert_eq!(p.next_image_after(0), Some(2));
+        assert_eq!(p.next_image_after(2), None);
     }
 }

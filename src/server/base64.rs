@@ -1,5 +1,6 @@
 //! Standard base64 (RFC 4648, with padding), for OpenAI's `encoding_format: "base64"`
-//! embeddings: the vector's little-endian `f32` bytes as text.
+//! embeddings (the vector's little-endian `f32` bytes as text), and decoded for the images of
+//! requests (`data:` URLs, `multimodal_data`).
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -30,6 +31,38 @@ pub fn encode_f32(v: &[f32]) -> String {
     encode(&bytes)
 }
 
+/// The bytes of base64 `text` (padding optional, ASCII whitespace ignored).
+pub fn decode(text: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    let mut padding = false;
+    for (i, c) in text.bytes().enumerate() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            b'=' => {
+                padding = true;
+                continue;
+            }
+            c if c.is_ascii_whitespace() => continue,
+            _ => return Err(format!("byte {i} is not a base64 character")),
+        };
+        if padding {
+            return Err(format!("byte {i}: data after the '=' padding"));
+        }
+        acc = (acc << 6) | v as u32;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -48,6 +81,25 @@ mod tests {
             assert_eq!(encode(plain.as_bytes()), coded);
         }
         assert_eq!(encode(&[0xff, 0xfe]), "//4=");
+    }
+
+    #[test]
+    fn decode_inverts_encode() {
+        for v in [
+            &b""[..],
+            b"f",
+            b"fo",
+            b"foo",
+            b"foob",
+            b"fooba",
+            b"foobar",
+            &[0xff, 0xfe],
+        ] {
+            assert_eq!(decode(&encode(v)).unwrap(), v);
+        }
+        assert_eq!(decode("Zm9v\nYmFy").unwrap(), b"foobar");
+        assert!(decode("Zm9v!").is_err());
+        assert!(decode("Zg==Zg").is_err());
     }
 
     #[test]

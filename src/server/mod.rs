@@ -24,6 +24,7 @@ mod generation;
 pub mod http;
 mod infill;
 mod json;
+mod media;
 mod metrics;
 mod native;
 mod openai;

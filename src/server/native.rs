@@ -103,6 +103,7 @@ pub(super) fn complete(
         post_sampling_probs: false,
         timings_per_token: false,
         return_progress: false,
+        media: None,
     };
     let stream = o.bool("stream")?.unwrap_or(false);
     let mut params = params;
@@ -299,7 +300,7 @@ pub fn props(state: &State) -> Response {
             "eos_token": text(tok.eos()),
             "build_info": concat!("llamafile-rs ", env!("CARGO_PKG_VERSION")),
             "chat_template_caps": {},
-            "modalities": { "vision": false, "audio": false },
+            "modalities": super::media::modalities(state),
             "is_sleeping": false,
         }),
     )
@@ -340,6 +341,7 @@ fn default_params(state: &State) -> GenParams {
         post_sampling_probs: false,
         timings_per_token: false,
         return_progress: false,
+        media: None,
     }
 }
 

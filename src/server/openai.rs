@@ -6,7 +6,7 @@ use super::chat_reply::ReplyReader;
 use super::choices::{self, MAX_CHOICES};
 use super::error::ApiError;
 use super::generation::{self, check_prompt, sampling_params, timings, usage, Shape};
-use super::json::{kind, parse_body, text_parts, Obj};
+use super::json::{kind, parse_body, Obj};
 use super::protocol::FinishNames;
 use super::protocol::{GenParams, Summary};
 use super::response::{Responder, Response};
@@ -79,7 +79,7 @@ fn message_text(m: &Obj) -> Result<String, ApiError> {
     match m.get("content") {
         None => Ok(String::new()),
         Some(Value::String(s)) => Ok(s.clone()),
-        Some(Value::Array(parts)) => text_parts(parts, &path, &["text"], "parts"),
+        Some(Value::Array(parts)) => super::media::content_text(parts, &path),
         Some(other) => Err(ApiError::field(
             &path,
             format!(
@@ -204,6 +204,7 @@ pub fn gen_params(
         post_sampling_probs: false,
         timings_per_token: false,
         return_progress: false,
+        media: None,
     };
     generation::read_extras(o, stream, &mut p)?;
     Ok(p)
@@ -309,7 +310,8 @@ pub fn prepare_chat(
     }
     let lazy = !params.sampling.grammar_triggers.is_empty();
     params.sampling.reasoning_budget = thinking_budget(state, o, &text, lazy)?;
-    let prompt = state.loaded.tokenizer.encode(&text, true, true);
+    let images = super::media::chat_images(state, o)?;
+    let prompt = super::media::prompt_tokens(state, &text, images, &mut params, "messages")?;
     check_prompt(state, &prompt, "messages")?;
     let specs = tools.map(|t| t.specs).unwrap_or_default();
     Ok(PreparedChat {

@@ -3,6 +3,7 @@
 //! and the [`Summary`] with its stop reason and [`Stats`]), kept apart from the slots' state
 //! (`slots`), as llama.cpp keeps its server tasks apart from its context.
 
+use crate::engine::media::MediaPrompt;
 use crate::engine::StopReason;
 use crate::sampling::logprobs::StepLogprobs;
 use crate::sampling::SamplingParams;
@@ -33,6 +34,9 @@ pub struct GenParams {
     pub timings_per_token: bool,
     /// Send [`Event::Progress`] while the prompt is read (`return_progress`, streams only).
     pub return_progress: bool,
+    /// The prompt's images, when it has any: the job's prompt then holds a media token at
+    /// each of their positions, and the scheduler feeds their rows there.
+    pub media: Option<Arc<MediaPrompt>>,
 }
 
 /// A stop reason as the APIs name it.

@@ -376,6 +376,8 @@ impl Worker<'_> {
         let mut n_prompt_tokens = 0;
         // Slots that read prompt tokens in this pass (for `return_progress`).
         let mut progressed = Vec::new();
+        // Slots whose prompt ended with an image, and the logits after it.
+        let mut image_ends: Vec<(usize, Vec<f32>)> = Vec::new();
         for slot in &mut self.slots {
             let Some(a) = slot.active.as_mut() else {
                 continue;
@@ -384,7 +386,28 @@ impl Worker<'_> {
             if left == 0 || budget == 0 {
                 continue;
             }
-            let take = left.min(budget);
+            let media = a.job.params.media.clone();
+            // An image starting here is fed now, on its own: rows, not tokens.
+            if let Some(img) = media.as_ref().and_then(|m| m.image_at(a.prompt_done)) {
+                progressed.push(slot.id);
+                let logits = slot
+                    .session
+                    .feed_image(img)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                a.prompt_done += img.n_tokens;
+                n_prompt_tokens += img.n_tokens;
+                if a.prompt_done == a.job.prompt.len() {
+                    image_ends.push((slot.id, logits));
+                }
+                continue;
+            }
+            // Text up to the next image.
+            let next_image = media
+                .as_ref()
+                .and_then(|m| m.next_image_after(a.prompt_done));
+            let take = left
+                .min(budget)
+                .min(next_image.map_or(usize::MAX, |s| s - a.prompt_done));
             progressed.push(slot.id);
             let chunk = &a.job.prompt[a.prompt_done..a.prompt_done + take];
             // Logits for the prompt's last token only.
@@ -397,6 +420,9 @@ impl Worker<'_> {
             a.prompt_done += take;
             budget -= take;
             n_prompt_tokens += take;
+        }
+        for (i, logits) in image_ends {
+            self.verify(i, &logits, &[]);
         }
         if batch.is_empty() {
             return;

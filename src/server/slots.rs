@@ -77,8 +77,13 @@ impl<'m> Slot<'m> {
     /// keeps (`None`: a full context ends the request).
     pub fn start(&mut self, job: Job, vocab: &Arc<TokenVocab>, keep_on_shift: Option<usize>) {
         let keep = if job.params.cache_prompt {
-            self.session
-                .keep_prefix(&job.prompt, job.prompt.len().saturating_sub(1))
+            let keep = self
+                .session
+                .keep_prefix(&job.prompt, job.prompt.len().saturating_sub(1));
+            // Never part of an image: its rows are fed whole.
+            let keep = crate::engine::media::before_image(&job.prompt, keep);
+            self.session.truncate(keep);
+            keep
         } else {
             self.session.truncate(0);
             0

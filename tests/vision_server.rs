@@ -1,0 +1,123 @@
+//! The server with a projector, as llama-server with `--mmproj`: an OpenAI chat request with an
+//! `image_url` part (a base64 `data:` URL) on the synthetic LLaVA pair answers with
+//! llama-mtmd-cli's greedy text (tests/data/vision/cli.json: the same prompt as the CLI's first
+//! case), counts the image's tokens in `usage`, and reuses the slot's cache for the same image
+//! in the same place but not for another image; `/props` reports vision; bad parts are 400s
+//! naming the part, with the server alive; without a projector an image is a 400 worded as
+//! llama-server's.
+
+mod common;
+
+use common::http::post;
+use common::llava;
+use serde_json::{json, Value};
+
+fn data_url(png: &[u8]) -> String {
+    let b64 = std::process::Command::new("base64")
+        .arg("-w0")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(png)?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    format!(
+        "data:image/png;base64,{}",
+        String::from_utf8(b64.stdout).unwrap()
+    )
+}
+
+fn ask(url: &str) -> Value {
+    json!({
+        "messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": url}},
+            {"type": "text", "text": "Describe."},
+        ]}],
+        "max_tokens": 12,
+        "temperature": 0,
+    })
+}
+
+#[test]
+fn chat_with_an_image_matches_llama_mtmd_cli() {
+    let Some((text, mmproj)) = llava::pair() else {
+        return;
+    };
+    let mm = mmproj.to_str().unwrap();
+    let srv = common::server::start_with(
+        &text,
+        &["--mmproj", mm, "--chat-template", "vicuna", "-np", "1"],
+    );
+    let url = data_url(&llava::picture_png(84, 84));
+    let want = &llava::cli_cases()[0].2;
+    let first = post(srv.port, "/v1/chat/completions", &ask(&url));
+    assert_eq!(
+        first.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&first.body)
+    );
+    let first = first.json();
+    assert_eq!(first["choices"][0]["message"]["content"], json!(want));
+    // "USER: " and "Describe.\nASSISTANT:" around 6×6 image tokens.
+    let n_prompt = first["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert!(n_prompt > 36, "{first}");
+    // The same image in the same place: all but the last position comes from the cache.
+    let again = post(srv.port, "/v1/chat/completions", &ask(&url)).json();
+    assert_eq!(again["choices"][0]["message"]["content"], json!(want));
+    let cached = again["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64();
+    assert_eq!(cached, Some(n_prompt - 1), "{again}");
+    // Another image there: only the text before it is reused.
+    let other = data_url(&llava::picture_png(84, 83));
+    let third = post(srv.port, "/v1/chat/completions", &ask(&other)).json();
+    let cached = third["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64();
+    assert!(cached.unwrap() < 36, "{third}");
+
+    let props = common::http::send("127.0.0.1", srv.port, "GET", "/props", &[], "");
+    assert_eq!(props.json()["modalities"]["vision"], json!(true));
+
+    let bad = [
+        ("https://example.com/a.png", "offline"),
+        ("data:image/png;base64,AAAA", "unknown image format"),
+        ("data:text/plain;base64,AAAA", "Invalid uri format"),
+        ("data:image/png;base64,@@", "Invalid base64"),
+    ];
+    for (url, needle) in bad {
+        let r = post(srv.port, "/v1/chat/completions", &ask(url));
+        assert_eq!(r.status, 400, "{url}");
+        let e = r.json();
+        assert_eq!(
+            e["error"]["param"],
+            json!("messages[0].content[0].image_url")
+        );
+        let msg = e["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(needle), "{msg}");
+    }
+    let alive = post(srv.port, "/v1/chat/completions", &ask(&url));
+    assert_eq!(alive.status, 200);
+}
+
+#[test]
+fn an_image_without_a_projector_is_refused_as_llama_server_does() {
+    let Some((text, _)) = llava::pair() else {
+        return;
+    };
+    let srv = common::server::start_with(&text, &["--chat-template", "vicuna"]);
+    let r = post(
+        srv.port,
+        "/v1/chat/completions",
+        &ask("data:image/png;base64,AAAA"),
+    );
+    assert_eq!(r.status, 400);
+    let e = r.json();
+    assert_eq!(e["error"]["param"], json!("messages[0].content[0]"));
+    assert!(e["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("image input is not supported - hint: if this is unexpected, you may need to provide the mmproj"));
+    let props = common::http::send("127.0.0.1", srv.port, "GET", "/props", &[], "");
+    assert_eq!(props.json()["modalities"]["vision"], json!(false));
+}
