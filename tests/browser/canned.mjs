@@ -199,6 +199,25 @@ export async function canned({ browser, base, outDir }) {
   check(await page.locator(".msg.user .files .chip").textContent().then((t) => t.includes("notes.txt")) && await page.locator("#attachments .chip").count() === 0,
     "the message shows the file's name; the composer is cleared");
 
+  // Images: this server has no projector, so the image button is off and says why; with one
+  // (a canned /props), an image attaches with a thumbnail and goes as an image_url part.
+  check(await page.locator("#image-btn").isDisabled() && (await page.getAttribute("#image-btn", "title")).includes("no projector"),
+    "without a projector the image button is disabled and says why");
+  await page.route("**/props", (route) => route.fulfill({ status: 200, headers: { "content-type": "application/json" },
+    body: JSON.stringify({ modalities: { vision: true, audio: false }, default_generation_settings: { params: {} } }) }));
+  await page.reload();
+  await page.waitForFunction(() => !document.getElementById("image-btn").disabled);
+  const DOT = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC", "base64");
+  await page.click("#new-chat");
+  await page.setInputFiles("#image-input", { name: "dot.png", mimeType: "image/png", buffer: DOT });
+  await page.waitForSelector("#attachments .chip img");
+  await send("What is it?", "A dot.");
+  const parts = requests.at(-1).messages.at(-1).content;
+  check(Array.isArray(parts) && parts[0].type === "image_url" && parts[0].image_url.url === "data:image/png;base64," + DOT.toString("base64")
+    && parts[1].type === "text" && parts[1].text === "What is it?", "the image goes as an image_url part before the text");
+  check(await page.locator(".msg.user .files img").count() === 1, "the message shows the image's thumbnail");
+  await page.unroute("**/props");
+
   // An answer edited by hand becomes a new version; nothing is asked of the server.
   const asked = requests.length;
   await page.click(".msg.assistant button.edit");
