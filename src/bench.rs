@@ -16,7 +16,7 @@
 use crate::cli::Cli;
 use crate::engine::loaded::Loaded;
 use crate::engine::PlacedModel;
-use crate::gguf::GgufFile;
+use crate::gguf::{file_type_name, GgufFile};
 use crate::model::Batch;
 use anyhow::{bail, Result};
 use std::time::Instant;
@@ -262,30 +262,6 @@ impl ModelInfo {
             size,
             n_params,
         }
-    }
-}
-
-/// llama.cpp's names of `general.file_type` values.
-fn file_type_name(ft: u32) -> &'static str {
-    match ft {
-        0 => "all F32",
-        1 => "F16",
-        2 => "Q4_0",
-        3 => "Q4_1",
-        7 => "Q8_0",
-        8 => "Q5_0",
-        9 => "Q5_1",
-        10 => "Q2_K - Medium",
-        11 => "Q3_K - Small",
-        12 => "Q3_K - Medium",
-        13 => "Q3_K - Large",
-        14 => "Q4_K - Small",
-        15 => "Q4_K - Medium",
-        16 => "Q5_K - Small",
-        17 => "Q5_K - Medium",
-        18 => "Q6_K",
-        32 => "BF16",
-        _ => "?",
     }
 }
 

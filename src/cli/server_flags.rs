@@ -51,6 +51,14 @@ pub struct ServerArgs {
     #[arg(long = "no-cache-prompt", overrides_with = "cache_prompt")]
     pub no_cache_prompt: bool,
 
+    /// A chat that ends with an assistant message continues it (the default).
+    #[arg(long = "prefill-assistant", overrides_with = "no_prefill_assistant")]
+    pub prefill_assistant: bool,
+
+    /// A chat that ends with an assistant message gets a new assistant turn after it.
+    #[arg(long = "no-prefill-assistant", overrides_with = "prefill_assistant")]
+    pub no_prefill_assistant: bool,
+
     /// Serve every endpoint under this path prefix (no trailing slash), e.g. /llama.
     #[arg(
         long = "api-prefix",
@@ -125,6 +133,7 @@ pub struct Switches {
     pub webui: bool,
     pub cache_prompt: bool,
     pub cors_credentials: bool,
+    pub prefill_assistant: bool,
 }
 
 impl ServerArgs {
@@ -147,6 +156,13 @@ impl ServerArgs {
                 "LLAMA_ARG_CORS_CREDENTIALS",
                 true,
             )?,
+            prefill_assistant: pair(
+                m,
+                "prefill_assistant",
+                "no_prefill_assistant",
+                "LLAMA_ARG_PREFILL_ASSISTANT",
+                true,
+            )?,
         };
         // The raw pairs agree with the outcome, whichever way it was reached.
         let sw = self.switches;
@@ -155,6 +171,8 @@ impl ServerArgs {
         (self.cache_prompt, self.no_cache_prompt) = (sw.cache_prompt, !sw.cache_prompt);
         (self.cors_credentials, self.no_cors_credentials) =
             (sw.cors_credentials, !sw.cors_credentials);
+        (self.prefill_assistant, self.no_prefill_assistant) =
+            (sw.prefill_assistant, !sw.prefill_assistant);
         if let Some(p) = &self.api_prefix {
             if !p.is_empty()
                 && (!p.starts_with('/')
@@ -362,18 +380,6 @@ pub const FLAGS: &[Flag] = &[
         Effect::NoOp(
             "each turn's reasoning_content goes to the template, which decides what it shows",
         ),
-    ),
-    switch(
-        &["prefill-assistant"],
-        &[],
-        Some("LLAMA_ARG_PREFILL_ASSISTANT"),
-        Effect::NoOp("a conversation is always rendered with the template's generation prompt"),
-    ),
-    switch(
-        &["no-prefill-assistant"],
-        &[],
-        None,
-        Effect::NoOp("a conversation is always rendered with the template's generation prompt"),
     ),
     valued(
         &["slot-prompt-similarity"],

@@ -17,6 +17,7 @@
 mod cursor;
 mod error;
 mod file;
+mod file_type;
 mod header;
 mod mapping;
 mod metadata;
@@ -29,6 +30,7 @@ mod tests;
 
 pub use error::{GgufError, GgufWriteError};
 pub use file::{GgufFile, ALIGNMENT_KEY, DEFAULT_ALIGNMENT};
+pub use file_type::file_type_name;
 pub use header::SUPPORTED_VERSIONS;
 pub use mapping::SharedBytes;
 pub use metadata::MAX_ARRAY_DEPTH;

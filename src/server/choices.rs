@@ -1,9 +1,11 @@
-//! `n` > 1 on the OpenAI endpoints: one prompt, several choices, each its own request to the
-//! scheduler (its own slot and sequence, seed `seed + index`, so seeded choices differ from
-//! each other and choice 0 is what `n` = 1 gives). Streamed, each choice's chunks carry its
-//! `index` and arrive as they are generated, interleaved; the usage chunk comes once, after the
-//! last choice, with the completion tokens of all of them. Not streamed, one body lists every
-//! choice in order of `index`.
+//! Several generations for one request, each its own request to the scheduler (its own slot and
+//! sequence): `n` > 1 on the OpenAI endpoints (one prompt, seed `seed + index`, so seeded
+//! choices differ from each other and choice 0 is what `n` = 1 gives), and a list of prompts
+//! (llama-server's `prompt: ["a", [1, 2], ...]`, one result each, the request's seed for all).
+//! Streamed, each result's events carry its `index` and arrive as they are generated,
+//! interleaved; OpenAI's usage chunk comes once, after the last choice, with the completion
+//! tokens of all of them. Not streamed, OpenAI's body lists every choice in order of `index`,
+//! and `/completion`'s is an array of its results.
 
 use super::error::ApiError;
 use super::generation::{Extras, Shape};
@@ -32,6 +34,24 @@ struct Choice<S> {
     summary: Option<Summary>,
 }
 
+/// How the results are laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// OpenAI's: each result is a `choices` entry of one body.
+    Choices,
+    /// llama.cpp's `/completion`: each result is a body with its `index`, the bodies an array.
+    List,
+}
+
+/// What to run: `prompts[i]` with `shapes[i]`, as `layout` lays the results out; with
+/// `vary_seed`, result `i` with seed `seed + i`.
+pub struct Runs<S> {
+    pub prompts: Vec<Vec<u32>>,
+    pub shapes: Vec<S>,
+    pub vary_seed: bool,
+    pub layout: Layout,
+}
+
 /// Runs `prompt` `shapes.len()` times (choice `i` with seed `seed + i` and `shapes[i]`) and
 /// answers through `rsp`. An error is returned only while nothing has been written yet.
 pub fn run<S: Shape>(
@@ -42,13 +62,38 @@ pub fn run<S: Shape>(
     stream: bool,
     shapes: Vec<S>,
 ) -> Result<(), ApiError> {
+    let runs = Runs {
+        prompts: vec![prompt; shapes.len()],
+        shapes,
+        vary_seed: true,
+        layout: Layout::Choices,
+    };
+    run_all(state, rsp, runs, params, stream)
+}
+
+/// Runs each of `runs` and answers through `rsp`. An error is returned only while nothing has
+/// been written yet.
+pub fn run_all<S: Shape>(
+    state: &State,
+    rsp: &mut Responder,
+    runs: Runs<S>,
+    params: GenParams,
+    stream: bool,
+) -> Result<(), ApiError> {
     let extras = Extras::of(&params);
-    let mut choices = Vec::with_capacity(shapes.len());
-    for (i, shape) in shapes.into_iter().enumerate() {
+    let layout = runs.layout;
+    let set_index = |v: &mut Value, i: usize| match layout {
+        Layout::Choices => set_choice_index(v, i),
+        Layout::List => v["index"] = json!(i),
+    };
+    let mut choices = Vec::with_capacity(runs.shapes.len());
+    for (i, (shape, prompt)) in runs.shapes.into_iter().zip(runs.prompts).enumerate() {
         let mut p = params.clone();
-        p.sampling.seed = p.sampling.seed.wrapping_add(i as u64);
+        if runs.vary_seed {
+            p.sampling.seed = p.sampling.seed.wrapping_add(i as u64);
+        }
         choices.push(Choice {
-            job: Some(state.scheduler.submit(prompt.clone(), p)?),
+            job: Some(state.scheduler.submit(prompt, p)?),
             shape,
             text: String::new(),
             tokens: Vec::new(),
@@ -172,6 +217,17 @@ pub fn run<S: Shape>(
             let _ = s.finish();
             Ok(())
         }
+        None if layout == Layout::List => {
+            let mut all = Vec::with_capacity(choices.len());
+            for (i, c) in choices.iter_mut().enumerate() {
+                let summary = c.summary.take().expect("every result is done");
+                let mut whole = c.shape.whole(&c.text, &c.tokens, &c.probs, &summary);
+                set_index(&mut whole, i);
+                all.push(whole);
+            }
+            rsp.send(&Response::json(200, &Value::Array(all)))?;
+            Ok(())
+        }
         None => {
             let mut body = Value::Null;
             let mut all = Vec::new();
@@ -207,7 +263,7 @@ fn ended(sse: Option<SseStream>) -> Result<(), ApiError> {
 }
 
 /// Sets the `index` of every entry of `v["choices"]`.
-fn set_index(v: &mut Value, index: usize) {
+fn set_choice_index(v: &mut Value, index: usize) {
     if let Some(list) = v["choices"].as_array_mut() {
         for c in list {
             c["index"] = json!(index);
@@ -237,7 +293,7 @@ mod tests {
     #[test]
     fn indexes_and_usage_are_rewritten() {
         let mut v = json!({"choices": [{"index": 0, "text": "a"}]});
-        set_index(&mut v, 3);
+        set_choice_index(&mut v, 3);
         assert_eq!(v["choices"][0]["index"], 3);
         let u = json!({"choices": [], "usage": {"prompt_tokens": 5}});
         assert!(is_usage_only(&u) && !is_usage_only(&v));

@@ -612,12 +612,13 @@ pub fn prob_json(tok: &Tokenizer, p: &StepLogprobs, post_sampling: bool) -> Valu
     v
 }
 
-/// llama.cpp's `timings` object.
+/// llama.cpp's `timings` object. As llama-server's, the generation rates count decode steps,
+/// one fewer than the tokens: the first token comes from the prompt's last logits.
 pub fn timings(s: &Stats) -> Value {
     let evaluated = (s.n_prompt - s.n_cached) as f64;
     let per = |n: f64, ms: f64| if n > 0.0 { ms / n } else { 0.0 };
     let rate = |n: f64, ms: f64| if ms > 0.0 { 1e3 * n / ms } else { 0.0 };
-    let predicted = s.n_predicted as f64;
+    let predicted = s.n_predicted.saturating_sub(1) as f64;
     let mut v = json!({
         "prompt_n": s.n_prompt - s.n_cached,
         "prompt_ms": s.prompt_ms,

@@ -71,6 +71,11 @@ impl<'a> Obj<'a> {
         }
     }
 
+    /// Whether `key` is there at all, null included.
+    pub fn has(&self, key: &str) -> bool {
+        self.map.contains_key(key)
+    }
+
     /// The value of `key`, `None` when absent or null.
     pub fn get(&self, key: &str) -> Option<&'a Value> {
         self.map.get(key).filter(|v| !v.is_null())

@@ -17,6 +17,7 @@ mod base64;
 mod chat_reply;
 mod choices;
 mod conn;
+mod continuation;
 mod cors;
 mod embeddings;
 mod error;
@@ -138,6 +139,9 @@ pub struct ServerConfig {
     pub reasoning_budget_message: String,
     /// Replies are all content: no tool calls are read out of them (`--skip-chat-parsing`).
     pub skip_chat_parsing: bool,
+    /// A conversation that ends with an assistant turn continues it (`--prefill-assistant`,
+    /// the default; `--no-prefill-assistant` closes it and opens a new one).
+    pub prefill_assistant: bool,
 }
 
 /// What every handler sees.
@@ -243,6 +247,7 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
         reasoning_budget: cli.reasoning.budget(),
         reasoning_budget_message: cli.reasoning.reasoning_budget_message.clone(),
         skip_chat_parsing: cli.reasoning.skip_chat_parsing,
+        prefill_assistant: sw.prefill_assistant,
         static_path: directory(cli.srv.static_path.as_deref(), "--path")?,
     })
 }

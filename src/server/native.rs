@@ -1,6 +1,7 @@
 //! llama.cpp's own endpoints, with its field names: `POST /completion`, `/tokenize`,
 //! `/detokenize`, `/apply-template`, and `GET /health`, `/props`, `/slots`.
 
+use super::choices::{self, Layout, Runs};
 use super::error::ApiError;
 use super::generation::{self, check_prompt, sampling_params, timings, Shape};
 use super::json::{kind, parse_body, Obj};
@@ -44,7 +45,45 @@ pub(super) fn token_id(v: &Value, n_vocab: usize, path: &str) -> Result<u32, Api
     }
 }
 
-/// llama.cpp's `prompt`: a string, token ids, or a mix of both.
+/// llama.cpp's `prompt` as llama-server splits it: an array holding no token id is a list of
+/// prompts (each one as [`native_prompt`] reads it), anything else one prompt.
+pub(super) fn prompt_list(state: &State, v: Option<&Value>) -> Result<Vec<Vec<u32>>, ApiError> {
+    match v {
+        Some(Value::Array(items)) if !items.iter().any(Value::is_number) => {
+            if items.is_empty() {
+                return Err(ApiError::field("prompt", "must not be empty"));
+            }
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    native_prompt(state, Some(p)).map_err(|e| moved(e, &format!("prompt[{i}]")))
+                })
+                .collect()
+        }
+        v => Ok(vec![native_prompt(state, v)?]),
+    }
+}
+
+/// Error `e` about a field under `prompt`, for a prompt found at `path` instead.
+fn moved(mut e: ApiError, path: &str) -> ApiError {
+    if let Some(old) = e.param.take() {
+        match old.strip_prefix("prompt") {
+            Some(rest) => {
+                let new = format!("{path}{rest}");
+                if let Some(tail) = e.message.strip_prefix(old.as_str()) {
+                    e.message = format!("{new}{tail}");
+                }
+                e.param = Some(new);
+            }
+            None => e.param = Some(old),
+        }
+    }
+    e
+}
+
+/// llama.cpp's `prompt`: a string, token ids, or a mix of both; or an object with the text in
+/// `prompt_string` (and pictures in `multimodal_data`, which need a projector).
 pub(super) fn native_prompt(state: &State, v: Option<&Value>) -> Result<Vec<u32>, ApiError> {
     let tok = &state.loaded.tokenizer;
     let n_vocab = state.loaded.model.config.n_vocab;
@@ -61,10 +100,28 @@ pub(super) fn native_prompt(state: &State, v: Option<&Value>) -> Result<Vec<u32>
             }
             Ok(out)
         }
+        Some(Value::Object(map)) => {
+            if map.contains_key("multimodal_data") {
+                return Err(ApiError::field(
+                    "prompt.multimodal_data",
+                    "Multimodal data provided, but model does not support multimodal requests.",
+                ));
+            }
+            match map.get("prompt_string") {
+                Some(p @ (Value::String(_) | Value::Array(_))) => {
+                    native_prompt(state, Some(p)).map_err(|e| moved(e, "prompt.prompt_string"))
+                }
+                _ => Err(ApiError::field(
+                    "prompt.prompt_string",
+                    "is required (a string, or token ids and text)",
+                )),
+            }
+        }
         Some(other) => Err(ApiError::field(
             "prompt",
             format!(
-                "expected a string or an array of strings and token ids, got {}",
+                "expected a string, an array of strings and token ids, or an object with \
+                 prompt_string, got {}",
                 kind(other)
             ),
         )),
@@ -75,8 +132,8 @@ pub(super) fn native_prompt(state: &State, v: Option<&Value>) -> Result<Vec<u32>
 pub fn completion(state: &State, body: &[u8], rsp: &mut Responder) -> Result<(), ApiError> {
     let v = parse_body(body)?;
     let o = Obj::root(&v);
-    let prompt = native_prompt(state, o.get("prompt"))?;
-    complete(state, &o, prompt, "prompt", rsp)
+    let prompts = prompt_list(state, o.get("prompt"))?;
+    complete_all(state, &o, prompts, "prompt", rsp)
 }
 
 /// `/completion` of request `o` with its prompt already made (`/infill` builds its own);
@@ -85,6 +142,18 @@ pub(super) fn complete(
     state: &State,
     o: &Obj,
     prompt: Vec<u32>,
+    field: &str,
+    rsp: &mut Responder,
+) -> Result<(), ApiError> {
+    complete_all(state, o, vec![prompt], field, rsp)
+}
+
+/// `/completion` of request `o` for each of `prompts`: one result, or (several prompts) an
+/// array of them, each with its `index`.
+fn complete_all(
+    state: &State,
+    o: &Obj,
+    prompts: Vec<Vec<u32>>,
     field: &str,
     rsp: &mut Responder,
 ) -> Result<(), ApiError> {
@@ -109,19 +178,68 @@ pub(super) fn complete(
     let mut params = params;
     generation::read_extras(o, stream, &mut params)?;
     let return_tokens = o.bool("return_tokens")?.unwrap_or(false);
-    check_prompt(state, &prompt, field)?;
-    let mut shape = NativeShape {
-        model: state.config.model_name.clone(),
-        return_tokens,
-        settings: settings(&params, state.scheduler.options.n_ctx_slot),
+    let response_fields = match o.array("response_fields")? {
+        None => Vec::new(),
+        Some(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                Value::String(s) => Ok(s.clone()),
+                other => Err(ApiError::field(
+                    &format!("response_fields[{i}]"),
+                    format!("expected a string, got {}", kind(other)),
+                )),
+            })
+            .collect::<Result<_, _>>()?,
     };
-    generation::run(state, rsp, prompt, params, stream, &mut shape)
+    let several = prompts.len() > 1;
+    for (i, prompt) in prompts.iter().enumerate() {
+        match several {
+            true => check_prompt(state, prompt, &format!("{field}[{i}]"))?,
+            false => check_prompt(state, prompt, field)?,
+        }
+    }
+    let settings = settings(&params, state.scheduler.options.n_ctx_slot);
+    let tok = &state.loaded.tokenizer;
+    let mut shapes: Vec<NativeShape> = prompts
+        .iter()
+        .map(|p| NativeShape {
+            model: state.config.model_name.clone(),
+            return_tokens,
+            settings: settings.clone(),
+            prompt: String::from_utf8_lossy(&tok.detokenize(
+                p,
+                DetokenizeOptions {
+                    remove_special: false,
+                    render_special: true,
+                },
+            ))
+            .into_owned(),
+            n_prompt: p.len(),
+            n_decoded: 0,
+            response_fields: response_fields.clone(),
+        })
+        .collect();
+    if !several {
+        let prompt = prompts.into_iter().next().unwrap_or_default();
+        return generation::run(state, rsp, prompt, params, stream, &mut shapes[0]);
+    }
+    let runs = Runs {
+        prompts,
+        shapes,
+        vary_seed: false,
+        layout: Layout::List,
+    };
+    choices::run_all(state, rsp, runs, params, stream)
 }
 
 fn settings(p: &GenParams, n_ctx: usize) -> Value {
     json!({
         "n_ctx": n_ctx,
+        "max_tokens": p.n_predict,
         "n_predict": p.n_predict,
+        "n_discard": 0,
+        "min_keep": 0,
         "temperature": p.sampling.temperature,
         "top_k": p.sampling.top_k,
         "top_p": p.sampling.top_p,
@@ -161,6 +279,13 @@ struct NativeShape {
     model: String,
     return_tokens: bool,
     settings: Value,
+    /// The prompt's text, special tokens written out.
+    prompt: String,
+    n_prompt: usize,
+    /// Tokens streamed so far.
+    n_decoded: usize,
+    /// llama-server's `response_fields`: the final result shows only these (none: all).
+    response_fields: Vec<String>,
 }
 
 impl NativeShape {
@@ -180,6 +305,7 @@ impl NativeShape {
             "tokens_evaluated": s.stats.n_prompt,
             "tokens_cached": s.stats.n_cached,
             "generation_settings": self.settings,
+            "prompt": self.prompt,
             "has_new_line": content.contains('\n'),
             "truncated": false,
             "stop_type": s.finish.stop_type(),
@@ -189,17 +315,41 @@ impl NativeShape {
         if !probs.is_empty() {
             v["completion_probabilities"] = Value::from(probs.to_vec());
         }
-        v
+        if self.response_fields.is_empty() {
+            v
+        } else {
+            pick_fields(&v, &self.response_fields)
+        }
     }
+}
+
+/// llama-server's `response_fields`: only the fields named, each by its path (`a/b` inside
+/// `a`) as its key; a path that leads nowhere is left out.
+fn pick_fields(v: &Value, paths: &[String]) -> Value {
+    let mut out = serde_json::Map::new();
+    for path in paths {
+        let found = path
+            .split('/')
+            .try_fold(v, |cur, key| cur.as_object().and_then(|o| o.get(key)));
+        if let Some(found) = found {
+            out.insert(path.clone(), found.clone());
+        }
+    }
+    Value::Object(out)
 }
 
 impl Shape for NativeShape {
     fn chunk(&mut self, text: &str, tokens: &[u32], probs: &[Value]) -> Value {
+        // As llama-server's partial results: the tokens always, and the counts so far.
+        self.n_decoded += tokens.len();
         let mut v = json!({
             "index": 0,
             "content": text,
-            "tokens": if self.return_tokens { tokens.to_vec() } else { Vec::new() },
+            "tokens": tokens,
             "stop": false,
+            "id_slot": -1,
+            "tokens_predicted": self.n_decoded,
+            "tokens_evaluated": self.n_prompt,
         });
         if !probs.is_empty() {
             v["completion_probabilities"] = Value::from(probs.to_vec());
@@ -294,7 +444,14 @@ pub fn props(state: &State) -> Response {
             },
             "total_slots": state.scheduler.options.n_slots,
             "model_alias": state.config.model_name,
+            "model_ftype": super::openai::model_ftype(state),
             "model_path": state.config.model_path,
+            "endpoint_slots": state.config.slots_endpoint,
+            "endpoint_props": state.config.props_writable,
+            "endpoint_metrics": state.config.metrics_endpoint,
+            "ui": state.config.webui,
+            "ui_settings": {},
+            "cors_proxy_enabled": false,
             "chat_template": state.template.source(),
             "bos_token": text(tok.bos()),
             "eos_token": text(tok.eos()),
@@ -345,9 +502,10 @@ fn default_params(state: &State) -> GenParams {
     }
 }
 
-/// `GET /slots`: each slot with its request's settings (`params`: those of its last request,
-/// the defaults before the first) and `next_token`; with `?fail_on_no_slot=1`, 503 when no
-/// slot is idle.
+/// `GET /slots`, as llama-server shows its slots: each one's `id`, `n_ctx`, `speculative` and
+/// `is_processing` (and ours, `n_cached_tokens`), and once it has served a request, that request's (or the one in progress)
+/// `id_task`, token counts, settings (`params`) and `next_token`; with `?fail_on_no_slot=1`, 503
+/// when no slot is idle.
 pub fn slots(state: &State, query: &str) -> Result<Response, ApiError> {
     let slots = state.scheduler.slots();
     let fail_on_no_slot = query
@@ -357,12 +515,23 @@ pub fn slots(state: &State, query: &str) -> Result<Response, ApiError> {
     if fail_on_no_slot && slots.iter().all(|s| s.is_processing) {
         return Err(ApiError::unavailable("no slot available"));
     }
-    let defaults = default_params(state);
     let list: Vec<Value> = slots
         .iter()
         .map(|s| {
-            let mut v = serde_json::to_value(s).unwrap_or_default();
-            v["params"] = settings(s.params.as_ref().unwrap_or(&defaults), s.n_ctx);
+            let mut v = json!({
+                "id": s.id,
+                "n_ctx": s.n_ctx,
+                "speculative": s.speculative,
+                "is_processing": s.is_processing,
+                // Ours: the tokens in the slot's cache (a restored slot file's too).
+                "n_cached_tokens": s.n_cached_tokens,
+            });
+            if let Some(params) = &s.params {
+                v["id_task"] = json!(s.id_task);
+                v["n_prompt_tokens"] = json!(s.n_prompt_tokens);
+                v["params"] = settings(params, s.n_ctx);
+                v["next_token"] = json!([s.next_token]);
+            }
             v
         })
         .collect();

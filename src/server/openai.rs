@@ -4,6 +4,7 @@
 
 use super::chat_reply::ReplyReader;
 use super::choices::{self, MAX_CHOICES};
+use super::continuation;
 use super::error::ApiError;
 use super::generation::{self, check_prompt, sampling_params, timings, usage, Shape};
 use super::json::{kind, parse_body, Obj};
@@ -22,29 +23,79 @@ use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// `GET /v1/models`.
+/// `GET /v1/models` (and `/models`), as llama-server lists its model: OpenAI's `data` with
+/// llama.cpp's `meta`, and the same model in Ollama's `models` shape.
 pub fn models(state: &State) -> Response {
     let c = &state.loaded.model.config;
+    let file = &state.loaded.model.file;
+    let name = &state.config.model_name;
+    let n_params: u64 = file.tensors().iter().map(|t| t.n_elements()).sum();
+    let size: u64 = file.tensors().iter().map(|t| t.n_bytes()).sum();
     Response::json(
         200,
         &json!({
+            "models": [{
+                "name": name,
+                "model": name,
+                "modified_at": "",
+                "size": "",
+                "digest": "",
+                "type": "model",
+                "description": "",
+                "tags": [""],
+                "capabilities": ["completion"],
+                "parameters": "",
+                "details": {
+                    "parent_model": "",
+                    "format": "gguf",
+                    "family": "",
+                    "families": [""],
+                    "parameter_size": "",
+                    "quantization_level": "",
+                },
+            }],
             "object": "list",
             "data": [{
-                "id": state.config.model_name,
-                "object": "model",
-                "created": state.started,
-                "owned_by": "llamafile",
+                "id": name,
                 "aliases": state.config.aliases,
                 "tags": state.config.tags,
+                "object": "model",
+                "created": now(),
+                "owned_by": "llamacpp",
                 "meta": {
+                    "vocab_type": vocab_type(file.get_str("tokenizer.ggml.model")),
                     "n_vocab": c.n_vocab,
+                    "n_ctx": state.scheduler.options.n_ctx_slot,
                     "n_ctx_train": c.n_ctx_train,
                     "n_embd": c.n_embd,
-                    "n_params": serde_json::Value::Null,
+                    "n_params": n_params,
+                    "size": size,
+                    "ftype": model_ftype(state),
                 },
             }],
         }),
     )
+}
+
+/// The model's `general.file_type` by llama.cpp's name (`Q4_1`, `Q4_K - Medium`).
+pub fn model_ftype(state: &State) -> &'static str {
+    let file = &state.loaded.model.file;
+    file.get_u32("general.file_type")
+        .map_or("?", crate::gguf::file_type_name)
+}
+
+/// llama.cpp's number for a tokenizer kind (`tokenizer.ggml.model`): 1 SentencePiece, 2 BPE,
+/// 3 WordPiece, 4 Unigram, 5 RWKV, 6 PLaMo-2; 0 none.
+fn vocab_type(model: Option<&str>) -> u32 {
+    match model {
+        Some("llama") => 1,
+        Some("gpt2") => 2,
+        Some("bert") => 3,
+        Some("t5") => 4,
+        Some("rwkv") => 5,
+        Some("plamo2") => 6,
+        _ => 0,
+    }
 }
 
 /// The `messages` array of a chat request: text (a string or text parts), and for an agent's
@@ -62,6 +113,7 @@ pub fn parse_messages(o: &Obj) -> Result<Vec<Message>, ApiError> {
         let path = format!("messages[{i}]");
         let m = Obj::at(item, &path)?;
         let role = m.required_str("role")?;
+        check_shape(&m, role)?;
         let mut msg = Message::new(role, message_text(&m)?);
         msg.tool_calls = history_calls(&m)?;
         msg.tool_call_id = m.str("tool_call_id")?.map(str::to_string);
@@ -70,6 +122,24 @@ pub fn parse_messages(o: &Obj) -> Result<Vec<Message>, ApiError> {
         out.push(msg);
     }
     Ok(out)
+}
+
+/// A message has `content` (an assistant's may have `tool_calls` instead), as llama-server
+/// requires, in its words.
+fn check_shape(m: &Obj, role: &str) -> Result<(), ApiError> {
+    let has = |k| m.has(k);
+    match role {
+        "assistant" if !has("content") && !has("tool_calls") => Err(ApiError::field(
+            &m.path_of("content"),
+            "Assistant message must contain either 'content' or 'tool_calls'!",
+        )),
+        "assistant" => Ok(()),
+        _ if !has("content") => Err(ApiError::field(
+            &m.path_of("content"),
+            "All non-assistant messages must contain 'content'",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A message's `content`: a string, text parts joined, or nothing (an assistant turn that only
@@ -410,10 +480,8 @@ pub fn chat_prompt(state: &State, o: &Obj) -> Result<ChatPrompt, ApiError> {
         tools: tools.as_ref().map(|t| t.json.clone()),
         kwargs,
     };
-    let text = state
-        .template
-        .render_with(&messages, &options)
-        .map_err(|e| ApiError::field("messages", e))?;
+    let ending = continuation::ending(o, &messages, config.prefill_assistant)?;
+    let text = continuation::render(&state.template, &messages, &options, ending)?;
     let reasoning = match o.str("reasoning_format")? {
         None => config.reasoning_format,
         Some(_) if config.skip_chat_parsing => ReasoningFormat::None,

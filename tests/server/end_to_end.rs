@@ -651,7 +651,7 @@ fn a_client_that_disconnects_frees_its_slot() {
             let start = Instant::now();
             while !slots(p)
                 .iter()
-                .any(|s| s["n_decoded"].as_u64().unwrap_or(0) > 2)
+                .any(|s| s["next_token"][0]["n_decoded"].as_u64().unwrap_or(0) > 2)
             {
                 assert!(
                     start.elapsed() < Duration::from_secs(30),

@@ -22,6 +22,7 @@ mod flags;
 mod infill;
 mod listen;
 mod metrics;
+mod parity;
 mod reasoning;
 mod responses;
 mod sampling;
