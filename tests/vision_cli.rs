@@ -117,7 +117,8 @@ fn bad_images_and_projectors_are_one_line() {
 }
 
 /// packaging/make-llamafile.sh with `--mmproj`: the projector packed beside the model, `.args`
-/// naming both, and the llamafile reading an image as the loose files do.
+/// naming both, and the llamafile reading an image as the loose files do, on the command line
+/// and as a server.
 #[test]
 fn a_packed_llamafile_reads_images() {
     let Some(f) = files("packed") else { return };
@@ -148,5 +149,63 @@ fn a_packed_llamafile_reads_images() {
     assert!(run.status.success(), "{stderr}");
     let got = String::from_utf8_lossy(&run.stdout);
     assert_eq!(got.trim_matches('\n'), llava::cli_cases()[0].2);
+    // And as a server: one chat request with the picture as an image_url part.
+    let mut srv = std::process::Command::new(&out)
+        .args(["--server", "--nobrowser", "--port", "0", "-t", "2"])
+        .current_dir(std::env::temp_dir())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let stdout = srv.stdout.take().unwrap();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).unwrap();
+    let port: u16 = line
+        .split("http://127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no URL in {line:?}"));
+    let png = std::fs::read(&f.picture).unwrap();
+    let url = format!("data:image/png;base64,{}", base64(&png));
+    let body = serde_json::json!({
+        "messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": url}},
+            {"type": "text", "text": "Describe."},
+        ]}],
+        "max_tokens": 12,
+        "temperature": 0,
+    });
+    let reply = common::http::post(port, "/v1/chat/completions", &body);
+    srv.kill().ok();
+    srv.wait().ok();
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    let text = &reply.json()["choices"][0]["message"]["content"];
+    assert_eq!(text, &serde_json::json!(llava::cli_cases()[0].2));
     std::fs::remove_dir_all(&f.dir).ok();
+}
+
+/// Standard base64 with padding.
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in bytes.chunks(3) {
+        let n = c
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | (b as u32) << (16 - 8 * i));
+        for k in 0..4 {
+            if k <= c.len() {
+                out.push(A[(n >> (18 - 6 * k) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
