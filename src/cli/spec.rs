@@ -22,11 +22,11 @@ pub struct SpecArgs {
     #[arg(long = "spec-type", value_name = "TYPES", env = "LLAMA_ARG_SPEC_TYPE")]
     pub spec_type: Option<String>,
 
-    /// Most tokens drafted per step.
+    /// Most tokens a draft model drafts per step (the n-gram types have their own sizes).
     #[arg(long = "spec-draft-n-max", visible_aliases = ["draft-max", "draft", "draft-n"], default_value_t = 16, env = "LLAMA_ARG_SPEC_DRAFT_N_MAX")]
     pub draft_max: usize,
 
-    /// Drafts shorter than this are not verified.
+    /// A draft model's drafts shorter than this are not verified.
     #[arg(long = "spec-draft-n-min", visible_aliases = ["draft-min", "draft-n-min"], default_value_t = 0, env = "LLAMA_ARG_SPEC_DRAFT_N_MIN")]
     pub draft_min: usize,
 

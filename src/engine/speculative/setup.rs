@@ -24,9 +24,9 @@ pub struct SpecOptions {
     pub model_draft: Option<String>,
     /// Draft sources, comma-separated (`--spec-type`).
     pub spec_type: Option<String>,
-    /// Most tokens drafted per step.
+    /// Most tokens a model draft proposes per step (n-gram drafts have their own sizes).
     pub draft_max: usize,
-    /// Drafts shorter than this are not verified.
+    /// Model drafts shorter than this are not verified.
     pub draft_min: usize,
     /// A model draft stops when its best token is less likely than this.
     pub draft_p_min: f32,
