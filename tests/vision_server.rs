@@ -3,8 +3,8 @@
 //! llama-mtmd-cli's greedy text (tests/data/vision/cli.json: the same prompt as the CLI's first
 //! case), counts the image's tokens in `usage`, and reuses the slot's cache for the same image
 //! in the same place but not for another image; `/props` reports vision; bad parts are 400s
-//! naming the part, with the server alive; without a projector an image is a 400 worded as
-//! llama-server's.
+//! naming the part, with the server alive; `/completion`'s `multimodal_data` gives the same
+//! text; without a projector an image is a 400 worded as llama-server's.
 
 mod common;
 
@@ -98,6 +98,24 @@ fn chat_with_an_image_matches_llama_mtmd_cli() {
     }
     let alive = post(srv.port, "/v1/chat/completions", &ask(&url));
     assert_eq!(alive.status, 200);
+
+    // `/completion` with llama-server's prompt object: the vicuna text with the marker.
+    let b64 = url.split_once(',').unwrap().1;
+    let body = json!({
+        "prompt": {
+            "prompt_string": "USER: <__media__>Describe.\nASSISTANT:",
+            "multimodal_data": [b64],
+        },
+        "n_predict": 12,
+        "temperature": 0,
+    });
+    let r = post(srv.port, "/completion", &body);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["content"], json!(want));
+    let two = json!({"prompt": {"prompt_string": "<__media__>", "multimodal_data": [b64, b64]}});
+    let r = post(srv.port, "/completion", &two);
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["error"]["param"], json!("prompt.prompt_string"));
 }
 
 #[test]
@@ -120,4 +138,12 @@ fn an_image_without_a_projector_is_refused_as_llama_server_does() {
         .contains("image input is not supported - hint: if this is unexpected, you may need to provide the mmproj"));
     let props = common::http::send("127.0.0.1", srv.port, "GET", "/props", &[], "");
     assert_eq!(props.json()["modalities"]["vision"], json!(false));
+    let body = json!({"prompt": {"prompt_string": "<__media__>", "multimodal_data": ["AAAA"]}});
+    let r = post(srv.port, "/completion", &body);
+    assert_eq!(r.status, 400);
+    let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        msg.contains("does not support multimodal requests"),
+        "{msg}"
+    );
 }

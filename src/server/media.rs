@@ -14,7 +14,7 @@ use super::error::ApiError;
 use super::json::Obj;
 use super::protocol::GenParams;
 use super::State;
-use crate::engine::media::{Image, Media, MEDIA_MARKER};
+use crate::engine::media::{Image, Media, MediaPrompt, MEDIA_MARKER};
 
 /// llama-server's answer to an image sent to a server without a projector.
 pub const NO_PROJECTOR: &str =
@@ -133,6 +133,51 @@ pub fn prompt_tokens(
     let tokens = prompt.tokens();
     params.media = Some(Arc::new(prompt));
     Ok(tokens)
+}
+
+/// llama-server's `/completion` prompt object with pictures, `{"prompt_string": TEXT,
+/// "multimodal_data": [BASE64, ...]}`: TEXT's media markers replaced by the pictures, in order.
+/// `None` when the prompt is anything else.
+pub fn completion_prompt(
+    state: &State,
+    v: Option<&Value>,
+) -> Result<Option<(Vec<u32>, Arc<MediaPrompt>)>, ApiError> {
+    let Some(Value::Object(map)) = v else {
+        return Ok(None);
+    };
+    let Some(data) = map.get("multimodal_data") else {
+        return Ok(None);
+    };
+    let media = state.media.as_deref().ok_or_else(|| {
+        ApiError::field(
+            "prompt.multimodal_data",
+            "Multimodal data provided, but model does not support multimodal requests.",
+        )
+    })?;
+    let Value::Array(items) = data else {
+        return Err(ApiError::field(
+            "prompt.multimodal_data",
+            "expected an array of base64 strings",
+        ));
+    };
+    let mut images = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let path = format!("prompt.multimodal_data[{i}]");
+        let Value::String(b64) = item else {
+            return Err(ApiError::field(&path, "expected a base64 string"));
+        };
+        images.push(image(media, &url_bytes(b64, &path)?, &path)?);
+    }
+    let Some(Value::String(text)) = map.get("prompt_string") else {
+        return Err(ApiError::field(
+            "prompt.prompt_string",
+            "is required (a string, with a media marker where each picture goes)",
+        ));
+    };
+    let prompt = media
+        .tokenize(&state.loaded.tokenizer, text, &images, true)
+        .map_err(|e| ApiError::field("prompt.prompt_string", e.to_string()))?;
+    Ok(Some((prompt.tokens(), Arc::new(prompt))))
 }
 
 /// `/props`' `modalities`, as llama-server reports them.

@@ -9,8 +9,10 @@ use super::protocol::FinishNames;
 use super::protocol::{GenParams, Summary};
 use super::response::{Responder, Response};
 use super::State;
+use crate::engine::media::MediaPrompt;
 use crate::tokenizer::DetokenizeOptions;
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 /// `GET /health`.
 pub fn health() -> Response {
@@ -132,8 +134,12 @@ pub(super) fn native_prompt(state: &State, v: Option<&Value>) -> Result<Vec<u32>
 pub fn completion(state: &State, body: &[u8], rsp: &mut Responder) -> Result<(), ApiError> {
     let v = parse_body(body)?;
     let o = Obj::root(&v);
-    let prompts = prompt_list(state, o.get("prompt"))?;
-    complete_all(state, &o, prompts, "prompt", rsp)
+    // A prompt object with `multimodal_data`: its text and images (src/server/media.rs).
+    let (prompts, media) = match super::media::completion_prompt(state, o.get("prompt"))? {
+        Some((tokens, media)) => (vec![tokens], Some(media)),
+        None => (prompt_list(state, o.get("prompt"))?, None),
+    };
+    complete_all(state, &o, prompts, "prompt", rsp, media)
 }
 
 /// `/completion` of request `o` with its prompt already made (`/infill` builds its own);
@@ -145,7 +151,7 @@ pub(super) fn complete(
     field: &str,
     rsp: &mut Responder,
 ) -> Result<(), ApiError> {
-    complete_all(state, o, vec![prompt], field, rsp)
+    complete_all(state, o, vec![prompt], field, rsp, None)
 }
 
 /// `/completion` of request `o` for each of `prompts`: one result, or (several prompts) an
@@ -156,6 +162,7 @@ fn complete_all(
     prompts: Vec<Vec<u32>>,
     field: &str,
     rsp: &mut Responder,
+    media: Option<Arc<MediaPrompt>>,
 ) -> Result<(), ApiError> {
     let sampling = sampling_params(o, state)?;
     let params = GenParams {
@@ -172,7 +179,7 @@ fn complete_all(
         post_sampling_probs: false,
         timings_per_token: false,
         return_progress: false,
-        media: None,
+        media,
     };
     let stream = o.bool("stream")?.unwrap_or(false);
     let mut params = params;
