@@ -135,13 +135,16 @@ pub fn prompt_tokens(
     Ok(tokens)
 }
 
+/// A prompt's tokens (media tokens at the images' positions) and its chunks.
+pub type PromptWithImages = (Vec<u32>, Arc<MediaPrompt>);
+
 /// llama-server's `/completion` prompt object with pictures, `{"prompt_string": TEXT,
 /// "multimodal_data": [BASE64, ...]}`: TEXT's media markers replaced by the pictures, in order.
 /// `None` when the prompt is anything else.
 pub fn completion_prompt(
     state: &State,
     v: Option<&Value>,
-) -> Result<Option<(Vec<u32>, Arc<MediaPrompt>)>, ApiError> {
+) -> Result<Option<PromptWithImages>, ApiError> {
     let Some(Value::Object(map)) = v else {
         return Ok(None);
     };
