@@ -59,6 +59,8 @@ pub struct NgramMapDrafter {
     prompt_len: usize,
     /// The key and continuation slot of the last draft, for [`Drafter::accept`].
     last: Option<(usize, usize)>,
+    /// Context length at the last draft (a shorter one means the context was shifted).
+    seen: usize,
 }
 
 impl NgramMapDrafter {
@@ -74,7 +76,18 @@ impl NgramMapDrafter {
             hashed_to: 0,
             prompt_len: 0,
             last: None,
+            seen: 0,
         }
+    }
+
+    /// Forgets the map: a generation starts after `prompt_len` tokens.
+    fn reset(&mut self, prompt_len: usize) {
+        self.keys.clear();
+        self.hash.fill(0);
+        self.hashed_to = 0;
+        self.prompt_len = prompt_len;
+        self.last = None;
+        self.seen = prompt_len;
     }
 
     fn key_hash(tokens: impl Iterator<Item = u32>) -> usize {
@@ -155,16 +168,17 @@ impl NgramMapDrafter {
 
 impl Drafter for NgramMapDrafter {
     fn begin(&mut self, prompt: &[u32]) {
-        self.keys.clear();
-        self.hash.fill(0);
-        self.hashed_to = 0;
-        self.prompt_len = prompt.len();
-        self.last = None;
+        self.reset(prompt.len());
     }
 
     fn draft(&mut self, history: &[u32], last: u32, _max: usize) -> Vec<u32> {
         self.last = None;
         let (n, m, len) = (self.size_n, self.size_m, history.len());
+        if len < self.seen {
+            // The context was shifted: positions moved, so start over from what is there.
+            self.reset(len);
+        }
+        self.seen = len;
         if len < 2 * n + m || len >= u32::MAX as usize || self.prompt_len > len {
             return Vec::new();
         }
@@ -263,6 +277,8 @@ mod tests {
         assert_eq!(run(&mut d, &ctx), vec![3]);
         d.accept(0);
         assert!(run(&mut d, &ctx).is_empty());
+        // A shifted (shorter) context starts the map over instead of reading stale positions.
+        assert!(run(&mut d, &ctx[4..]).is_empty());
         // A key never seen before drafts nothing.
         let other = [9, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13];
         d.begin(&other[..other.len() - 1]);
