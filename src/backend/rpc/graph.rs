@@ -573,6 +573,6 @@ mod tests {
         assert_ne!(p.wire(y, 9, 1000).data, wa.data);
         let bytes = p.serialize(0, 9, 1000);
         let n_nodes = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
-        assert_eq!(n_nodes, 6);
+        assert_eq!(n_nodes, 5);
     }
 }
