@@ -15,7 +15,7 @@ use llamafile::backend::{GpuLayers, Placement};
 use llamafile::engine::load_model;
 use llamafile::engine::session::Session;
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -48,7 +48,7 @@ struct RpcWorker {
 }
 
 impl RpcWorker {
-    fn start(bin: &PathBuf) -> RpcWorker {
+    fn start(bin: &Path) -> RpcWorker {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
