@@ -1023,3 +1023,40 @@ fn host_build_threads() -> Option<PathBuf> {
         }
     }
 }
+
+/// Kernel launches of one `-n 1` run of `model` on the working fake with `-ngl ngl`.
+fn launches_with_ngl(dir: &Path, model: &str, ngl: &str) -> usize {
+    let log = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("head-launches-{ngl}-{}", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let log_env = [("FAKE_CUDA_LOG", log.to_str().unwrap())];
+    let args = [
+        "-m", model, "-p", "Hello", "-n", "1", "--temp", "0", "-ngl", ngl,
+    ];
+    let out = run(dir, &log_env, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let n = std::fs::read_to_string(&log).map_or(0, |s| s.lines().count());
+    let _ = std::fs::remove_file(&log);
+    n
+}
+
+/// Gemma 2's final soft-cap is the engine's, on the host, whichever backend computed the
+/// logits: the device's output head is its matrix product alone (one launch). A device soft-cap
+/// as well capped the logits twice, which the greedy text hides (tanh keeps the order) but
+/// perplexity showed on an H200 (docs/gpu.md).
+#[test]
+fn the_output_head_on_the_device_does_not_soft_cap_again() {
+    let Some(dir) = fake_driver("full", &[]) else {
+        return;
+    };
+    let Some(model) = common::synth::synth_model_of("gemma2", "q8_0") else {
+        return;
+    };
+    let m = model.to_str().unwrap();
+    // 4 blocks: -ngl 4 puts them all on the device and keeps the head on the host; -ngl 5
+    // adds the head.
+    let blocks_only = launches_with_ngl(&dir, m, "4");
+    let with_head = launches_with_ngl(&dir, m, "5");
+    assert!(blocks_only > 0, "no kernel was launched");
+    assert_eq!(with_head, blocks_only + 1, "the head should be one launch");
+}

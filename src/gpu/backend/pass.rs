@@ -343,16 +343,9 @@ pub(super) fn output_head(
     };
     let dh = l.temp(&f32_bytes(h))?;
     let dl = l.scratch(n * head.rows)?;
+    // The final soft-cap is not applied here: the engine applies it on the host to whichever
+    // backend's logits (`PlacedModel::output_head`); applying it here too capped them twice.
     l.project(head, dh, dl, n, None)?;
-    if let Some(cap) = model.config.final_softcap {
-        l.elementwise(
-            "softcap",
-            dl,
-            n * head.rows,
-            &[Arg::F32(1.0 / cap), Arg::F32(cap)],
-            None,
-        )?;
-    }
     let mut bytes = vec![0u8; logits.len() * 4];
     b.device.read(&l.keep[1], 0, &mut bytes)?;
     logits.copy_from_slice(&f32_from_bytes(&bytes));
