@@ -5,72 +5,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::Arc;
-
 use common::picture::picture;
-use llamafile::gguf::GgufFile;
-use llamafile::vision::{decode, preprocess, Projector, RgbImage};
+use common::projector::{data_dir, png, synth_projector};
+use llamafile::vision::{decode, preprocess, Projector};
 
-fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/vision")
-}
-
-/// The synthetic projector of `ty`, written by tools/synth-model.py and checked against the
-/// SHA-256 the references were made with; `None` (skip) without python, unless required.
+/// The synthetic LLaVA projector of `ty` the references were made from.
 fn projector(ty: &str, tag: &str) -> Option<Projector> {
-    let dir =
-        std::env::temp_dir().join(format!("llamafile-vision-ref-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("mmproj-{ty}.gguf"));
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/synth-model.py");
-    let out = Command::new("python3")
-        .arg(script)
-        .args(["--mmproj", "llava", ty])
-        .arg(&path)
-        .output();
-    match out {
-        Ok(o) if o.status.success() => {}
-        other => {
-            let why = format!(
-                "tools/synth-model.py --mmproj failed (pip install gguf numpy?): {other:?}"
-            );
-            if std::env::var("LLAMAFILE_REQUIRE_MODELS").as_deref() == Ok("1") {
-                panic!("{why}");
-            }
-            eprintln!("skipping: {why}");
-            return None;
-        }
-    }
-    let sha = Command::new("sha256sum").arg(&path).output().unwrap();
-    let sha = String::from_utf8_lossy(&sha.stdout);
-    let index: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(data_dir().join("index.json")).unwrap())
-            .unwrap();
-    assert_eq!(
-        sha.split_whitespace().next(),
-        index["mmproj_sha256"][ty].as_str(),
-        "the synthetic projector differs from the one the references were made from"
-    );
-    let proj = Projector::load(Arc::new(GgufFile::open(&path).unwrap())).unwrap();
-    std::fs::remove_dir_all(&dir).ok();
-    Some(proj)
-}
-
-/// The picture as a PNG file's bytes.
-fn png(img: &RgbImage) -> Vec<u8> {
-    use image::ImageEncoder;
-    let mut out = Vec::new();
-    image::codecs::png::PngEncoder::new(&mut out)
-        .write_image(
-            &img.data,
-            img.width as u32,
-            img.height as u32,
-            image::ExtendedColorType::Rgb8,
-        )
-        .unwrap();
-    out
+    synth_projector("llava", ty, tag, "mmproj_sha256", ty)
 }
 
 fn reference(name: &str) -> (usize, usize, Vec<f32>) {

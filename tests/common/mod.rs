@@ -9,6 +9,7 @@ pub mod llava;
 #[cfg(target_os = "linux")]
 pub mod net;
 pub mod picture;
+pub mod projector;
 pub mod server;
 pub mod synth;
 
