@@ -78,6 +78,9 @@ fn chat_with_an_image_matches_llama_mtmd_cli() {
 
     let props = common::http::send("127.0.0.1", srv.port, "GET", "/props", &[], "");
     assert_eq!(props.json()["modalities"]["vision"], json!(true));
+    let models = common::http::send("127.0.0.1", srv.port, "GET", "/v1/models", &[], "");
+    let caps = &models.json()["models"][0]["capabilities"];
+    assert_eq!(caps, &json!(["completion", "multimodal"]), "{caps}");
 
     let bad = [
         ("https://example.com/a.png", "offline"),
@@ -138,6 +141,9 @@ fn an_image_without_a_projector_is_refused_as_llama_server_does() {
         .contains("image input is not supported - hint: if this is unexpected, you may need to provide the mmproj"));
     let props = common::http::send("127.0.0.1", srv.port, "GET", "/props", &[], "");
     assert_eq!(props.json()["modalities"]["vision"], json!(false));
+    let models = common::http::send("127.0.0.1", srv.port, "GET", "/v1/models", &[], "");
+    let caps = &models.json()["models"][0]["capabilities"];
+    assert_eq!(caps, &json!(["completion"]), "{caps}");
     let body = json!({"prompt": {"prompt_string": "<__media__>", "multimodal_data": ["AAAA"]}});
     let r = post(srv.port, "/completion", &body);
     assert_eq!(r.status, 400);

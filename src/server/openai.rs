@@ -31,6 +31,10 @@ pub fn models(state: &State) -> Response {
     let name = &state.config.model_name;
     let n_params: u64 = file.tensors().iter().map(|t| t.n_elements()).sum();
     let size: u64 = file.tensors().iter().map(|t| t.n_bytes()).sum();
+    let capabilities = match state.media {
+        Some(_) => json!(["completion", "multimodal"]),
+        None => json!(["completion"]),
+    };
     Response::json(
         200,
         &json!({
@@ -43,7 +47,7 @@ pub fn models(state: &State) -> Response {
                 "type": "model",
                 "description": "",
                 "tags": [""],
-                "capabilities": ["completion"],
+                "capabilities": capabilities,
                 "parameters": "",
                 "details": {
                     "parent_model": "",
