@@ -14,8 +14,17 @@ pub struct MediaArgs {
     #[arg(long = "mmproj", value_name = "FILE", env = "LLAMA_ARG_MMPROJ")]
     pub mmproj: Option<String>,
 
+    /// Load the projector that is named (the default; llama.cpp also looks for one beside a
+    /// downloaded model, and nothing is downloaded here) (env LLAMA_ARG_MMPROJ_AUTO).
+    #[arg(long = "mmproj-auto", overrides_with = "no_mmproj")]
+    pub mmproj_auto: bool,
+
     /// Do not load a projector, even if one is named (by .args or LLAMA_ARG_MMPROJ).
-    #[arg(long = "no-mmproj", visible_alias = "no-mmproj-auto")]
+    #[arg(
+        long = "no-mmproj",
+        visible_alias = "no-mmproj-auto",
+        overrides_with = "mmproj_auto"
+    )]
     pub no_mmproj: bool,
 
     /// An image for the prompt (PNG, JPEG, GIF, BMP, WebP); repeat for several. Each goes
@@ -46,6 +55,15 @@ pub struct MediaArgs {
 }
 
 impl MediaArgs {
+    /// Settles `--mmproj-auto`/`--no-mmproj` with their variable, LLAMA_ARG_MMPROJ_AUTO (the
+    /// command line wins), then refuses audio.
+    pub fn resolve(&mut self, m: &clap::ArgMatches) -> Result<(), String> {
+        self.mmproj_auto =
+            super::table::pair(m, "mmproj_auto", "no_mmproj", "LLAMA_ARG_MMPROJ_AUTO", true)?;
+        self.no_mmproj = !self.mmproj_auto;
+        self.check()
+    }
+
     /// Refuses audio.
     pub fn check(&self) -> Result<(), String> {
         if let Some(a) = self.audio.first() {

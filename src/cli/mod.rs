@@ -518,7 +518,7 @@ impl Cli {
         self.compat.check()?;
         self.srv.resolve(m)?;
         self.emb.resolve(m)?;
-        self.media.check()?;
+        self.media.resolve(m)?;
         self.spec.resolve(m)?;
         self.reasoning.resolve(m)?;
         self.context_shift = table::pair(

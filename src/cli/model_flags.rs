@@ -263,14 +263,6 @@ pub const FLAGS: &[Flag] = &[
         Effect::Refused(DOWNLOADS),
     ),
     switch(
-        &["mmproj-auto"],
-        &[],
-        Some("LLAMA_ARG_MMPROJ_AUTO"),
-        Effect::NoOp(
-            "a projector is only ever found beside a downloaded model, and nothing is downloaded",
-        ),
-    ),
-    switch(
         &["mmproj-offload"],
         &[],
         Some("LLAMA_ARG_MMPROJ_OFFLOAD"),
