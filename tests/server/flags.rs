@@ -25,6 +25,9 @@ fn get(port: u16, path: &str, headers: &[(&str, &str)]) -> Reply {
 /// Flags that print something and exit, which a server start cannot include.
 const INFO: &[&str] = &["--help", "--version", "--completion-bash", "--list-devices"];
 
+/// Flags that connect to other machines at start (tests/rpc.rs starts workers for them).
+const REMOTE: &[&str] = &["--rpc"];
+
 #[test]
 fn every_flag_without_a_file_starts_a_healthy_server() {
     let Some(model) = common::model_path(SMOLLM2) else {
@@ -34,7 +37,11 @@ fn every_flag_without_a_file_starts_a_healthy_server() {
     let (mut used, mut left_out) = (0, Vec::new());
     for f in llama_server_flags() {
         // --port is the test's own (0: any free port).
-        if f.takes_file() || INFO.contains(&f.long()) || f.long() == "--port" {
+        if f.takes_file()
+            || INFO.contains(&f.long())
+            || REMOTE.contains(&f.long())
+            || f.long() == "--port"
+        {
             continue;
         }
         for name in &f.names {
