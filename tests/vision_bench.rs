@@ -31,17 +31,7 @@ fn synth(args: &[&str], out: &Path) {
 }
 
 fn png_file(img: &RgbImage, path: &Path) {
-    use image::ImageEncoder;
-    let mut out = Vec::new();
-    image::codecs::png::PngEncoder::new(&mut out)
-        .write_image(
-            &img.data,
-            img.width as u32,
-            img.height as u32,
-            image::ExtendedColorType::Rgb8,
-        )
-        .unwrap();
-    std::fs::write(path, out).unwrap();
+    std::fs::write(path, common::projector::png(img)).unwrap();
 }
 
 /// llama-mtmd-cli's best encode time in ms over `runs` runs, or `None` without the binary.
