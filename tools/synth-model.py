@@ -14,6 +14,12 @@ the SHA-256 recorded with the reference logits).
                                                           smolvlm)
     tools/synth-model.py --list
 
+The `qwen3-rerank` families are Qwen3 rerankers as llama.cpp's converter writes them: rank
+pooling, the labels "yes" and "no", and a two-row classification head `cls.output.weight`
+(random here, rather than rows of a language-model head); `qwen3-rerank` carries Qwen3-Reranker's
+`rerank` chat template, `qwen3-rerank-plain` none (llama-server then joins query and document
+with the vocabulary's BOS/EOS/SEP rules).
+
 TYPE is f16 or q8_0 (2-D and 3-D expert weights; norms, RoPE factors and the expert routers stay
 f32, as llama.cpp's converter and llama-quantize keep them). Q8_0 is quantized here, with
 ggml's rounding, rather than by the gguf package, for the same reason as the generator. The
@@ -54,6 +60,13 @@ FAMILIES = {
     # Qwen3: QK-norm, no biases, NEOX RoPE, tied output.
     "qwen3": dict(arch="qwen3", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
                   n_layer=3, rope_base=1000000.0, key_length=True, qk_norm=True),
+    # Qwen3 rerankers (see the module doc): qwen3's shape with a classification head.
+    "qwen3-rerank": dict(arch="qwen3", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
+                         n_layer=3, rope_base=1000000.0, key_length=True, qk_norm=True,
+                         rerank=True, rerank_template=True),
+    "qwen3-rerank-plain": dict(arch="qwen3", n_embd=256, n_head=4, n_head_kv=2, head_dim=64,
+                               n_ff=512, n_layer=3, rope_base=1000000.0, key_length=True,
+                               qk_norm=True, rerank=True),
     # Gemma 2: soft-capping of attention scores and final logits, sliding window on even layers,
     # post-norms, GELU, embeddings scaled by sqrt(n_embd), output tied to the embeddings.
     "gemma2": dict(arch="gemma2", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
@@ -128,6 +141,16 @@ FAMILIES = {
                                 n_head=4, n_ff=320, n_layer=3, eps=1e-5, scale_factor=2,
                                 preproc_image_size=256)),
 }
+
+
+# Qwen3-Reranker's prompt, as llama.cpp's converter stores it (tokenizer.chat_template.rerank).
+RERANK_TEMPLATE = (
+    "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query "
+    "and the Instruct provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n"
+    "<|im_start|>user\n<Instruct>: Given a web search query, retrieve relevant passages that "
+    "answer the query\n<Query>: {query}\n<Document>: {document}<|im_end|>\n"
+    "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+)
 
 
 class SplitMix64:
@@ -300,6 +323,11 @@ def build(family, wtype, out_path, vocab_path):
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if wtype == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
     for key, val, vtype, sub in tok:
         w.add_key_value(key, val, vtype, sub)
+    if p.get("rerank"):
+        w.add_pooling_type(gguf.PoolingType.RANK)
+        w.add_classifier_output_labels(["yes", "no"])
+        if p.get("rerank_template"):
+            w.add_chat_template([{"name": "rerank", "template": RERANK_TEMPLATE}])
 
     def mat(name, rows, cols, amp):
         x = (rng.uniform(rows * cols) * np.float32(amp)).reshape(rows, cols)
@@ -392,6 +420,9 @@ def build(family, wtype, out_path, vocab_path):
     vec("output_norm.weight", e, 1.0, 0.2)
     if p.get("output"):
         mat("output.weight", n_vocab, e, 5.0 * proj(e))
+    if p.get("rerank"):
+        # The "yes" and "no" rows; scores spread over most of (0, 1).
+        mat("cls.output.weight", 2, e, 2.0 * proj(e))
     if p.get("rope_freqs"):
         # llama3 scaling factors as the converter derives them (factor 8, low 1, high 4, original
         # context 64 so that all three regions occur at head_dim 64).
