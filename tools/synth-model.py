@@ -12,6 +12,8 @@ the SHA-256 recorded with the reference logits).
     tools/synth-model.py FAMILY TYPE OUT.gguf [--vocab-from SMOLLM2.gguf]
     tools/synth-model.py --mmproj FAMILY TYPE OUT.gguf   (a vision projector: llava, gemma3,
                                                           smolvlm)
+    tools/synth-model.py --lora NAME FAMILY f16 OUT.gguf   (a LoRA adapter for FAMILY's model:
+                                                          see LORAS)
     tools/synth-model.py --list
 
 The `qwen3-rerank` families are Qwen3 rerankers as llama.cpp's converter writes them: rank
@@ -564,6 +566,60 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("family", nargs="?", choices=sorted(FAMILIES))
     ap.add_argument("type", nargs="?", choices=["f16", "q8_0"])
+# LoRA adapters (`--lora NAME`), in llama.cpp's adapter GGUF form: for each adapted weight of
+# n_out rows x n_in columns, `NAME.lora_a` (rank rows of n_in) and `NAME.lora_b` (n_out rows of
+# rank), f16, with adapter.lora.alpha (0: the scale is not divided by the rank).
+LORAS = {
+    # Every matrix llama.cpp's build_lora_mm adapts in a llama block, and the output head.
+    "all": dict(seed=101, rank=8, alpha=16.0,
+                targets=["attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
+                         "ffn_down", "output"]),
+    # A second adapter on a few of them, of another rank and no alpha (for two at once).
+    "some": dict(seed=202, rank=4, alpha=0.0, targets=["attn_q", "attn_v", "ffn_down"]),
+}
+
+
+def build_lora(name, family, out_path):
+    """Writes LoRA adapter NAME (see LORAS) for FAMILY's model (a plain llama-style family:
+    separate q/k/v and gate/up/down)."""
+    spec, p = LORAS[name], FAMILIES[family]
+    if p.get("fused") or p.get("mla") or p.get("n_expert"):
+        sys.exit(f"synth-model: --lora writes adapters for llama-style families, not {family}")
+    e, ff, r = p["n_embd"], p["n_ff"], spec["rank"]
+    q_dim, kv_dim = p["n_head"] * p["head_dim"], p["n_head_kv"] * p["head_dim"]
+    n_vocab = len(next(v for k, v, _, _ in read_tokenizer(SMOLLM2) if k == "tokenizer.ggml.tokens"))
+    # (n_out, n_in) of each target
+    shapes = {"attn_q": (q_dim, e), "attn_k": (kv_dim, e), "attn_v": (kv_dim, e),
+              "attn_output": (e, q_dim), "ffn_gate": (ff, e), "ffn_up": (ff, e),
+              "ffn_down": (e, ff), "output": (n_vocab, e)}
+    rng = SplitMix64(spec["seed"])
+    tmp = f"{out_path}.tmp{os.getpid()}"
+    w = gguf.GGUFWriter(tmp, p["arch"])
+    w.add_type("adapter")
+    w.add_string("adapter.type", "lora")
+    w.add_float32("adapter.lora.alpha", spec["alpha"])
+
+    def pair(weight, n_out, n_in):
+        # |A·x| about 1 for unit-scale x; B·(A·x) a few tenths, so the adapter moves logits.
+        a = rng.uniform(r * n_in).reshape(r, n_in) * np.float32(np.sqrt(3.0 / n_in))
+        b = rng.uniform(n_out * r).reshape(n_out, r) * np.float32(0.3)
+        w.add_tensor(weight + ".lora_a", a.astype(np.float16))
+        w.add_tensor(weight + ".lora_b", b.astype(np.float16))
+
+    for t in spec["targets"]:
+        if t == "output":
+            continue
+        for i in range(p["n_layer"]):
+            pair(f"blk.{i}.{t}.weight", *shapes[t])
+    if "output" in spec["targets"] and p.get("output"):
+        pair("output.weight", *shapes["output"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(tmp, out_path)
+
+
     ap.add_argument("out", nargs="?")
     ap.add_argument("--vocab-from", default=SMOLLM2)
     ap.add_argument("--list", action="store_true", help="print the family names")
@@ -573,6 +629,8 @@ def main():
     if a.list:
         print("\n".join(FAMILIES))
         return
+    ap.add_argument("--lora", choices=sorted(LORAS),
+                    help="write the named LoRA adapter for FAMILY's model instead of the model")
     if not (a.family and a.type and a.out):
         ap.error("FAMILY TYPE OUT are required")
     if a.mmproj:
@@ -582,6 +640,11 @@ def main():
         sys.exit(f"synth-model: vocabulary source {a.vocab_from} not found "
                  "(packaging/fetch-models.sh smollm2)")
     build(a.family, a.type, a.out, a.vocab_from)
+    if a.lora:
+        if a.type != "f16":
+            ap.error("--lora adapters are f16")
+        build_lora(a.lora, a.family, a.out)
+        return
 
 
 if __name__ == "__main__":
