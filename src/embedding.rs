@@ -100,6 +100,7 @@ pub fn embed(
             pos: (start..start + chunk.len()).collect(),
             seq: vec![0; chunk.len()],
             logits: (start..start + chunk.len()).map(wanted).collect(),
+            bidirectional: false,
         };
         rows.extend(model.hidden_states(&batch, &mut caches));
     }

@@ -108,6 +108,7 @@ fn check(stem: &str, cuts: &[usize]) {
             pos: vec![10],
             seq: vec![0],
             logits: vec![true],
+            bidirectional: false,
         };
         for (i, &t) in other.iter().cycle().take(70).enumerate() {
             batch.tokens.push(t);
@@ -121,6 +122,7 @@ fn check(stem: &str, cuts: &[usize]) {
             pos: vec![11, 70],
             seq: vec![0, 1],
             logits: vec![true, true],
+            bidirectional: false,
         };
         out.extend(m.forward(&both, &mut caches));
         out

@@ -116,12 +116,16 @@ FAMILIES = {
                   n_layer=2, rope_base=10000.0, output=True,
                   mmproj=dict(type="mlp", image_size=84, patch_size=14, n_embd=128, n_head=4,
                               n_ff=320, n_layer=4, eps=1e-5)),
-    # Gemma 3's text side (QK-norm, post-norms, GELU, no sliding window) for the synthetic
-    # `gemma3` projector: SigLIP at 224 with 14-pixel patches, the 16x16 grid pooled by the
-    # default 4 (no scale_factor key, as real files) into 16 image tokens.
+    # Gemma 3's text side (QK-norm, post-norms, GELU, no sliding window, tied output, its image
+    # markers added to the vocabulary) for the synthetic `gemma3` projector: SigLIP at 224 with
+    # 14-pixel patches, the 16x16 grid pooled by the default 4 (no scale_factor key, as real
+    # files) into 16 image tokens. Embeddings of amplitude 1/n_embd (1/sqrt(n_embd) once scaled):
+    # at 1 they drown the blocks' outputs and the tied head echoes the last token, whatever the
+    # image.
     "gemma3": dict(arch="gemma3", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
                    n_layer=2, rope_base=1000000.0, key_length=True, qk_norm=True,
-                   post_norms=True,
+                   post_norms=True, embd_amp=1.0 / 256,
+                   extra_tokens=["<start_of_image>", "<end_of_image>"],
                    mmproj=dict(type="gemma3", image_size=224, patch_size=14, n_embd=128,
                                n_head=4, n_ff=320, n_layer=3, eps=1e-6)),
     # A wider Gemma 3 projector for timing the encoder (tests/vision_bench.rs), about
@@ -357,7 +361,7 @@ def build(family, wtype, out_path, vocab_path):
     # Amplitudes: uniform(-a, a) has std a/sqrt(3); projections keep activations near unit scale
     # and the head gives logits a spread of a few units, so argmax is rarely a near-tie.
     proj = lambda fan_in: float(np.sqrt(3.0 / fan_in))  # noqa: E731
-    mat("token_embd.weight", n_vocab, e, 1.0)
+    mat("token_embd.weight", n_vocab, e, p.get("embd_amp", 1.0))
     for i in range(p["n_layer"]):
         b = f"blk.{i}."
         vec(b + "attn_norm.weight", e, 1.0, 0.2)

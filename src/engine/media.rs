@@ -1,14 +1,18 @@
 //! Prompts with images, as llama.cpp's mtmd evaluates them: a prompt is a list of chunks, text
-//! tokens and images; an image is the projector's embedding rows, fed through
-//! [`PlacedModel::try_forward_embeddings`] in batches of at most `n_batch` rows, and it takes as
-//! many positions as it has rows (one per image token, as mtmd counts them for models without
-//! M-RoPE). Every front end (the CLI, `--chat`, the server's slots) goes through [`Media`].
+//! tokens and image inputs; an image is one input (LLaVA, Gemma 3) or several (SmolVLM's tiles
+//! and overview, with text between them, as the projector's [`ImageLayout`] says); an input is
+//! the projector's embedding rows, fed through [`PlacedModel::try_forward_embeddings`] in
+//! batches of at most `n_batch` rows (with attention among one batch's rows both ways where
+//! the layout says so: Gemma 3), and it takes as many positions as it has rows (one per image
+//! token, as mtmd counts them for models without M-RoPE). Every front end (the CLI, `--chat`,
+//! the server's slots) goes through [`Media`].
 //!
-//! In a session's token list an image's positions hold one *media token* each: an id with the
-//! top bit set (no vocabulary has 2³¹ entries) made from the hash of the image's bytes, so a
-//! cached prefix matches an image only when the same bytes sit at the same place, and a context
-//! shift can tell where an image begins and ends (it never cuts one in half). The embeddings
-//! are cached by that hash too, so an image sent again is encoded once.
+//! In a session's token list an input's positions hold one *media token* each: an id with the
+//! top bit set (no vocabulary has 2³¹ entries) made from the hash of the image's bytes and the
+//! input's index, so a cached prefix matches an image only when the same bytes sit at the same
+//! place, and a context shift can tell where an input begins and ends (it never cuts one in
+//! half). The encoded images are cached by that hash too, so an image sent again is encoded
+//! once.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -20,7 +24,7 @@ use crate::bundle::{resolve_model, Bundle};
 use crate::gguf::GgufFile;
 use crate::model::Batch;
 use crate::tokenizer::Tokenizer;
-use crate::vision::{self, ImageLayout, Projector, VisionError};
+use crate::vision::{self, ImageLayout, Projector, TileLayout, VisionError};
 
 /// Where an image goes in prompt text (llama.cpp's `mtmd_default_marker()`).
 pub const MEDIA_MARKER: &str = "<__media__>";
@@ -86,30 +90,54 @@ pub enum MediaError {
     MarkerCount { markers: usize, images: usize },
     #[error(
         "this projector's images are read with bidirectional attention over their rows, which \
-         the text model does not implement"
+         the {0} backend does not implement: run the model's blocks on the CPU (-ngl 0)"
     )]
-    NonCausal,
+    NonCausalBackend(String),
     #[error(
-        "projector type '{0}' cuts images into tiles, and placing tiles in a prompt is not \
-         built yet"
+        "projector type '{projector}' places the token {text:?} around its images, and the \
+         model's vocabulary has no such token"
     )]
-    Tiles(&'static str),
+    MissingToken {
+        projector: &'static str,
+        text: &'static str,
+    },
 }
 
-/// One encoded image.
+/// One input the projector encoded: a whole image, or a tile or the overview of an image cut
+/// into tiles.
 #[derive(Debug)]
-pub struct Image {
-    /// FNV-1a of the file's bytes.
+pub struct ImageInput {
+    /// The image's hash, mixed with the input's index when the image has several.
     pub hash: u64,
     /// `n_tokens` rows of the text model's width.
     pub rows: Vec<f32>,
     pub n_tokens: usize,
+    /// The text model reads the rows with attention both ways within a batch (Gemma 3).
+    pub bidirectional: bool,
 }
 
-impl Image {
+impl ImageInput {
     /// The media token its positions hold.
     pub fn token(&self) -> u32 {
         media_token(self.hash)
+    }
+}
+
+/// One encoded image: its inputs in the order the prompt holds them.
+#[derive(Debug)]
+pub struct Image {
+    /// FNV-1a of the file's bytes.
+    pub hash: u64,
+    /// One input, or, with `grid`, the tiles row by row and then the overview.
+    pub inputs: Vec<Arc<ImageInput>>,
+    /// The tiles' columns and rows, for an image cut into tiles.
+    pub grid: Option<(usize, usize)>,
+}
+
+impl Image {
+    /// Positions its inputs take (not counting the text between them).
+    pub fn n_tokens(&self) -> usize {
+        self.inputs.iter().map(|i| i.n_tokens).sum()
     }
 }
 
@@ -117,7 +145,7 @@ impl Image {
 #[derive(Clone, Debug)]
 pub enum Chunk {
     Text(Vec<u32>),
-    Image(Arc<Image>),
+    Image(Arc<ImageInput>),
 }
 
 /// A prompt of text and images.
@@ -149,13 +177,13 @@ impl MediaPrompt {
         self.len() == 0
     }
 
-    /// Positions taken by images.
+    /// Positions taken by images' rows.
     pub fn n_image_tokens(&self) -> usize {
         self.images().map(|i| i.n_tokens).sum()
     }
 
-    /// The images, in order.
-    pub fn images(&self) -> impl Iterator<Item = &Arc<Image>> {
+    /// The image inputs, in order.
+    pub fn images(&self) -> impl Iterator<Item = &Arc<ImageInput>> {
         self.chunks.iter().filter_map(|c| match c {
             Chunk::Image(i) => Some(i),
             Chunk::Text(_) => None,
@@ -174,7 +202,7 @@ impl MediaPrompt {
         out
     }
 
-    /// Where the first image starting after position `pos` starts.
+    /// Where the first image input starting after position `pos` starts.
     pub fn next_image_after(&self, pos: usize) -> Option<usize> {
         let mut off = 0;
         for c in &self.chunks {
@@ -187,8 +215,8 @@ impl MediaPrompt {
         None
     }
 
-    /// The image that starts at position `pos`, if one does.
-    pub fn image_at(&self, pos: usize) -> Option<&Arc<Image>> {
+    /// The image input that starts at position `pos`, if one does.
+    pub fn image_at(&self, pos: usize) -> Option<&Arc<ImageInput>> {
         let mut off = 0;
         for c in &self.chunks {
             match c {
@@ -236,17 +264,23 @@ impl Media {
         }
     }
 
-    /// Checks that the projector's rows are `model`'s embedding width.
+    /// Checks that the projector's rows are `model`'s embedding width, and that the backends
+    /// running its blocks read the rows as the layout says (only the CPU backend attends both
+    /// ways within a batch).
     pub fn check_model(&self, model: &PlacedModel) -> Result<(), MediaError> {
-        let (projector, model) = (self.projector.n_embd_out(), model.config.n_embd);
-        if projector != model {
-            return Err(MediaError::WidthMismatch { projector, model });
+        let (projector, width) = (self.projector.n_embd_out(), model.config.n_embd);
+        if projector != width {
+            return Err(MediaError::WidthMismatch {
+                projector,
+                model: width,
+            });
         }
-        if !self.layout.causal {
-            return Err(MediaError::NonCausal);
-        }
-        if self.layout.dynamic_size {
-            return Err(MediaError::Tiles(self.projector.ty.name()));
+        let stages = model.placement().stages();
+        if let Some(b) = stages
+            .iter()
+            .find(|b| !self.layout.causal && b.name() != "cpu")
+        {
+            return Err(MediaError::NonCausalBackend(b.name().to_string()));
         }
         Ok(())
     }
@@ -261,15 +295,29 @@ impl Media {
         let rgb = vision::decode(bytes)?;
         let p = &self.projector;
         let tiles = vision::preprocess_tiles(&rgb, p.ty, &p.hparams);
-        let [input] = tiles.images.as_slice() else {
-            return Err(MediaError::Tiles(p.ty.name()));
-        };
-        let rows = p.encode(input);
-        let n_tokens = rows.len() / p.n_embd_out();
+        let several = tiles.images.len() > 1;
+        let inputs = tiles
+            .images
+            .iter()
+            .enumerate()
+            .map(|(i, input)| {
+                let rows = p.encode(input);
+                Arc::new(ImageInput {
+                    hash: if several {
+                        image_hash(&[hash.to_le_bytes(), (i as u64).to_le_bytes()].concat())
+                    } else {
+                        hash
+                    },
+                    n_tokens: rows.len() / p.n_embd_out(),
+                    rows,
+                    bidirectional: !self.layout.causal,
+                })
+            })
+            .collect();
         let image = Arc::new(Image {
             hash,
-            rows,
-            n_tokens,
+            inputs,
+            grid: tiles.grid,
         });
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if cache.len() == CACHED_IMAGES {
@@ -288,9 +336,10 @@ impl Media {
     }
 
     /// `text` with each [`MEDIA_MARKER`] replaced by the next of `images` (with the layout's
-    /// begin and end text around it), as mtmd tokenizes it: each piece of text on its own with
-    /// special tokens parsed, and, with `add_special`, the vocabulary's BOS before the first
-    /// (and its EOS after the last, for a vocabulary that adds one).
+    /// begin and end text around it, or its tiles and overview with the text around each), as
+    /// mtmd tokenizes it: each piece of text on its own with special tokens parsed, and, with
+    /// `add_special`, the vocabulary's BOS before the first (and its EOS after the last, for a
+    /// vocabulary that adds one).
     pub fn tokenize(
         &self,
         tok: &Tokenizer,
@@ -306,22 +355,15 @@ impl Media {
             });
         }
         let mut chunks: Vec<Chunk> = Vec::new();
-        let push_text = |chunks: &mut Vec<Chunk>, s: &str| {
-            let ids = tok.encode(s, false, true);
-            if ids.is_empty() {
-                return;
-            }
-            match chunks.last_mut() {
-                Some(Chunk::Text(t)) => t.extend(ids),
-                _ => chunks.push(Chunk::Text(ids)),
-            }
-        };
         for (i, piece) in pieces.iter().enumerate() {
-            push_text(&mut chunks, piece);
+            push_ids(&mut chunks, tok.encode(piece, false, true));
             if let Some(img) = images.get(i) {
-                push_text(&mut chunks, self.layout.begin);
-                chunks.push(Chunk::Image(img.clone()));
-                push_text(&mut chunks, self.layout.end);
+                push_ids(&mut chunks, tok.encode(self.layout.begin, false, true));
+                match (&self.layout.tiles, img.grid) {
+                    (Some(t), Some(grid)) => self.push_tiles(&mut chunks, tok, t, img, grid)?,
+                    _ => chunks.extend(img.inputs.iter().map(|i| Chunk::Image(i.clone()))),
+                }
+                push_ids(&mut chunks, tok.encode(self.layout.end, false, true));
             }
         }
         if add_special && tok.add_bos() {
@@ -342,6 +384,66 @@ impl Media {
         }
         Ok(MediaPrompt { chunks })
     }
+
+    /// The tiles of `img` (a `grid` of columns and rows) and its overview, with the text and
+    /// tokens `t` places around them.
+    fn push_tiles(
+        &self,
+        chunks: &mut Vec<Chunk>,
+        tok: &Tokenizer,
+        t: &TileLayout,
+        img: &Image,
+        (cols, rows): (usize, usize),
+    ) -> Result<(), MediaError> {
+        let lookup = |texts: &[&'static str]| -> Result<Vec<u32>, MediaError> {
+            texts
+                .iter()
+                .map(|&text| {
+                    lookup_token(tok, text).ok_or(MediaError::MissingToken {
+                        projector: self.projector.ty.name(),
+                        text,
+                    })
+                })
+                .collect()
+        };
+        let (row_end, ov_begin, ov_end) = (
+            lookup(t.row_end)?,
+            lookup(t.overview_begin)?,
+            lookup(t.overview_end)?,
+        );
+        let (tiles, overview) = img.inputs.split_at(cols * rows);
+        for (k, tile) in tiles.iter().enumerate() {
+            let (y, x) = (k / cols, k % cols);
+            push_ids(chunks, tok.encode(&t.tile_text(y, x), false, true));
+            chunks.push(Chunk::Image(tile.clone()));
+            if x + 1 == cols && y + 1 < rows {
+                push_ids(chunks, row_end.clone());
+            }
+        }
+        for ov in overview {
+            push_ids(chunks, ov_begin.clone());
+            chunks.push(Chunk::Image(ov.clone()));
+            push_ids(chunks, ov_end.clone());
+        }
+        Ok(())
+    }
+}
+
+/// `ids` appended to the prompt's last text chunk, or as a new one after an image.
+fn push_ids(chunks: &mut Vec<Chunk>, ids: Vec<u32>) {
+    if ids.is_empty() {
+        return;
+    }
+    match chunks.last_mut() {
+        Some(Chunk::Text(t)) => t.extend(ids),
+        _ => chunks.push(Chunk::Text(ids)),
+    }
+}
+
+/// The first token whose piece (special tokens rendered) is `text`, as mtmd looks up the
+/// tokens of its slice templates.
+fn lookup_token(tok: &Tokenizer, text: &str) -> Option<u32> {
+    (0..tok.n_vocab() as u32).find(|&id| tok.token_to_piece(id, true) == text.as_bytes())
 }
 
 impl Session<'_> {
@@ -381,14 +483,16 @@ impl Session<'_> {
         Ok((logits, keep))
     }
 
-    /// Feeds one image's rows after the session's tokens; returns the logits after its last.
-    pub fn feed_image(&mut self, img: &Image) -> Result<Vec<f32>, BackendError> {
+    /// Feeds one image input's rows after the session's tokens (each batch read both ways where
+    /// the input says so); returns the logits after its last.
+    pub fn feed_image(&mut self, img: &ImageInput) -> Result<Vec<f32>, BackendError> {
         let n_embd = self.model.config.n_embd;
         let token = img.token();
         let mut logits = Vec::new();
         for rows in img.rows.chunks(self.n_batch * n_embd) {
             let n = rows.len() / n_embd;
-            let batch = Batch::sequence(&vec![token; n], self.tokens.len(), false);
+            let mut batch = Batch::sequence(&vec![token; n], self.tokens.len(), false);
+            batch.bidirectional = img.bidirectional;
             logits = self.model.try_forward_embeddings(
                 &batch,
                 rows,
@@ -434,10 +538,11 @@ mod tests {
 
     #[test]
     fn prompt_positions_follow_chunks() {
-        let img = Arc::new(Image {
+        let img = Arc::new(ImageInput {
             hash: 3,
             rows: vec![0.0; 8],
             n_tokens: 4,
+            bidirectional: false,
         });
         let p = MediaPrompt {
             chunks: vec![

@@ -35,6 +35,10 @@ pub struct Batch {
     pub pos: Vec<usize>,
     pub seq: Vec<usize>,
     pub logits: Vec<bool>,
+    /// Attention within each sequence's entries goes both ways: an entry sees every position
+    /// of its sequence that the batch reaches (still within a sliding window behind it), as
+    /// llama.cpp decodes an image's rows with causal attention off (Gemma 3). False: causal.
+    pub bidirectional: bool,
 }
 
 impl Batch {
@@ -46,6 +50,7 @@ impl Batch {
             pos: (start..start + n).collect(),
             seq: vec![0; n],
             logits: (0..n).map(|i| all_logits || i + 1 == n).collect(),
+            bidirectional: false,
         }
     }
 

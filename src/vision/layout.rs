@@ -1,7 +1,8 @@
 //! How an image sits in the text model's prompt, per projector type: the text (special tokens)
-//! around its rows, and whether the text model reads the rows causally. llama.cpp's mtmd keeps
-//! the same facts per projector (`img_beg`/`img_end`, `mtmd_decode_use_non_causal`); a new
-//! projector type fills in its arm here and the engine and front ends follow.
+//! around its rows, where the tiles of an image cut into tiles go, and whether the text model
+//! reads the rows causally. llama.cpp's mtmd keeps the same facts per projector
+//! (`img_beg`/`img_end`, its slice template, `mtmd_decode_use_non_causal`); a new projector
+//! type fills in its arm here and the engine and front ends follow.
 
 use super::clip::{Projector, ProjectorType};
 
@@ -13,12 +14,40 @@ pub struct ImageLayout {
     pub begin: &'static str,
     /// Text after the rows (Gemma 3: `<end_of_image>`); empty for none.
     pub end: &'static str,
-    /// The text model attends causally over the rows (false: bidirectionally within the image,
-    /// which needs the whole image in one batch).
+    /// How the tiles and the overview of an image cut into tiles are laid out; `None` for a
+    /// projector that encodes an image as one input.
+    pub tiles: Option<TileLayout>,
+    /// The text model attends causally over the rows (false: bidirectionally within each
+    /// batch of an image's rows, as llama.cpp decodes them with causal attention off).
     pub causal: bool,
     /// The image's token count depends on its size, so `--image-min-tokens` and
-    /// `--image-max-tokens` apply (false: a fixed input size, and llama.cpp ignores them).
+    /// `--image-max-tokens` would apply (false: a fixed input size, and llama.cpp ignores them).
     pub dynamic_size: bool,
+}
+
+/// Where the tiles of an image go, row by row, then its overview, as mtmd's slice templates
+/// place them. Token lists name tokens by their text, looked up in the vocabulary as mtmd
+/// looks them up (the first id whose piece is that text), not tokenized.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TileLayout {
+    /// Text before each tile, tokenized with special tokens parsed, with `{row}` and `{col}`
+    /// replaced by the tile's row and column counted from 1.
+    pub tile_begin: &'static str,
+    /// Tokens after each row of tiles but the last.
+    pub row_end: &'static [&'static str],
+    /// Tokens before the overview's rows.
+    pub overview_begin: &'static [&'static str],
+    /// Tokens after them.
+    pub overview_end: &'static [&'static str],
+}
+
+impl TileLayout {
+    /// The text before the tile in row `row` and column `col` (from 0).
+    pub fn tile_text(&self, row: usize, col: usize) -> String {
+        self.tile_begin
+            .replace("{row}", &(row + 1).to_string())
+            .replace("{col}", &(col + 1).to_string())
+    }
 }
 
 impl Projector {
@@ -29,6 +58,7 @@ impl Projector {
             ProjectorType::Mlp => ImageLayout {
                 begin: "",
                 end: "",
+                tiles: None,
                 causal: true,
                 dynamic_size: false,
             },
@@ -36,21 +66,42 @@ impl Projector {
             ProjectorType::Gemma3 => ImageLayout {
                 begin: "<start_of_image>",
                 end: "<end_of_image>",
+                tiles: None,
                 causal: false,
                 dynamic_size: false,
             },
-            // Idefics3 (added with the projector, for the layout's owner to complete): markers
-            // go around each tile, not the whole image. llama.cpp's mtmd writes, for the tiles
-            // of `preprocess_tiles` row by row, `<fake_token_around_image><row_R_col_C>` then the
-            // tile's rows (R, C from 1), `\n` after each row of tiles but the last; then the
-            // overview as `\n\n<fake_token_around_image><global-img>` rows
-            // `<fake_token_around_image>`. The count of tiles depends on the image's size.
+            // Idefics3: `<fake_token_around_image><row_R_col_C>` before each tile, `\n` after
+            // each row of tiles but the last, then `\n\n<fake_token_around_image><global-img>`
+            // the overview `<fake_token_around_image>` (Hugging Face's Idefics3 processor
+            // writes the same). The count of tiles depends on the image's size.
             ProjectorType::Idefics3 => ImageLayout {
                 begin: "",
                 end: "",
+                tiles: Some(TileLayout {
+                    tile_begin: "<fake_token_around_image><row_{row}_col_{col}>",
+                    row_end: &["\n"],
+                    overview_begin: &["\n\n", "<fake_token_around_image>", "<global-img>"],
+                    overview_end: &["<fake_token_around_image>"],
+                }),
                 causal: true,
                 dynamic_size: true,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiles_are_named_from_one() {
+        let t = TileLayout {
+            tile_begin: "<r{row}c{col}>",
+            row_end: &[],
+            overview_begin: &[],
+            overview_end: &[],
+        };
+        assert_eq!(t.tile_text(0, 2), "<r1c3>");
     }
 }

@@ -19,7 +19,7 @@ pub mod resize;
 
 pub use clip::{FfnActivation, Projector, ProjectorType, VisionHparams};
 pub use image::{decode, RgbImage};
-pub use layout::ImageLayout;
+pub use layout::{ImageLayout, TileLayout};
 pub use preprocess::{preprocess, preprocess_tiles, tile_grid, PlanarImage, Tiles};
 
 use crate::gguf::GgufError;

@@ -100,7 +100,9 @@ pub(super) fn attention_block<C: BorrowMut<KvCache> + Sync>(
 }
 
 /// Attention of the batch's queries `q` (`n_head · head_dim` per token, already scaled and
-/// rotated) over the caches of their sequences at layer `il`, into `out` (same shape).
+/// rotated) over the caches of their sequences at layer `il`, into `out` (same shape): causal,
+/// or, for a [`Batch::bidirectional`] batch, up to the last position of the sequence in the
+/// batch.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn attend<C: BorrowMut<KvCache> + Sync>(
     il: usize,
@@ -151,6 +153,7 @@ pub(super) fn attend<C: BorrowMut<KvCache> + Sync>(
             q: &q[t * q_dim..end * q_dim],
             pos: &batch.pos[t..end],
             window,
+            bidirectional: batch.bidirectional,
         };
         tiled::attend(
             shape,
@@ -177,6 +180,12 @@ pub(super) fn attend<C: BorrowMut<KvCache> + Sync>(
             let (t, head) = (short[c / tasks_per_token], c % tasks_per_token * per_task);
             let pos = batch.pos[t];
             let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+            // Bidirectional: up to the last position the batch reaches in the sequence.
+            let last = if batch.bidirectional {
+                reach[batch.seq[t]] - 1
+            } else {
+                pos
+            };
             let (k, v) = &rows[batch.seq[t]];
             let qh = &q[t * q_dim + head * hd..][..per_task * hd];
             attend_heads_rows(
@@ -186,7 +195,7 @@ pub(super) fn attend<C: BorrowMut<KvCache> + Sync>(
                 &v.rows(),
                 head / group,
                 first,
-                pos,
+                last,
                 dst,
             );
         });

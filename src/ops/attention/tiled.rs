@@ -32,11 +32,23 @@ pub struct Queries<'a> {
     pub pos: &'a [usize],
     /// Sliding window: a token sees the last `w` positions up to its own.
     pub window: Option<usize>,
+    /// Every token also sees the positions after its own, up to the largest in `pos` (an
+    /// image's rows read bidirectionally); false: causal.
+    pub bidirectional: bool,
 }
 
 impl Queries<'_> {
     fn first(&self, pos: usize) -> usize {
         self.window.map_or(0, |w| (pos + 1).saturating_sub(w))
+    }
+
+    /// The last position the token at `pos` sees, given the largest position `max_pos`.
+    fn last(&self, pos: usize, max_pos: usize) -> usize {
+        if self.bidirectional {
+            max_pos
+        } else {
+            pos
+        }
     }
 }
 
@@ -174,12 +186,13 @@ fn attend_rows(
         n_rows
     ];
     let mut probs = [[0f32; TILE]; ROWS];
+    let max_pos = queries.pos.iter().copied().max().unwrap_or(0);
     for rb in (0..n_rows).step_by(ROWS) {
         let nr = ROWS.min(n_rows - rb);
         let rows: [usize; ROWS] = std::array::from_fn(|i| rb + i.min(nr - 1));
         let span = |i: usize| {
             let pos = queries.pos[token_of(rows[i])];
-            (queries.first(pos), pos)
+            (queries.first(pos), queries.last(pos, max_pos))
         };
         let lo = (0..nr).map(|i| span(i).0).min().unwrap();
         let hi = (0..nr).map(|i| span(i).1).max().unwrap();
@@ -589,6 +602,7 @@ mod tests {
         pos: Vec<usize>,
         keys: Vec<f16>,
         values: Vec<f16>,
+        bidirectional: bool,
     }
 
     fn case(n_head: usize, n_kv: usize, hd: usize, start: usize, n: usize) -> Case {
@@ -607,6 +621,7 @@ mod tests {
             pos: (start..start + n).collect(),
             keys: to16(random(ctx * n_kv * hd, &mut seed, 2.0)),
             values: to16(random(ctx * n_kv * hd, &mut seed, 1.0)),
+            bidirectional: false,
         }
     }
 
@@ -615,6 +630,7 @@ mod tests {
             q: &c.q,
             pos: &c.pos,
             window,
+            bidirectional: c.bidirectional,
         };
         let mut out = vec![0f32; c.q.len()];
         match kernels {
@@ -651,8 +667,10 @@ mod tests {
         let kv_dim = c.shape.n_head_kv * hd;
         let group = c.shape.n_head / c.shape.n_head_kv;
         let mut out = vec![0f32; c.q.len()];
-        for (t, &pos) in c.pos.iter().enumerate() {
-            let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+        let max_pos = *c.pos.iter().max().unwrap();
+        for (t, &own) in c.pos.iter().enumerate() {
+            let first = window.map_or(0, |w| (own + 1).saturating_sub(w));
+            let pos = if c.bidirectional { max_pos } else { own };
             for h in 0..c.shape.n_head {
                 let q = &c.q[t * q_dim + h * hd..][..hd];
                 let at = |p: usize, d: usize| p * kv_dim + (h / group) * hd + d;
@@ -695,6 +713,29 @@ mod tests {
                 .map(|(a, b)| (a - b).abs())
                 .fold(0f32, f32::max);
             assert!(worst < 1e-5, "{n_head}/{n_kv}/{hd}: max diff {worst}");
+        }
+    }
+
+    #[test]
+    fn bidirectional_rows_see_the_whole_run() {
+        for (n_head, n_kv, hd, start, n, window) in
+            [(4, 1, 64, 0, 70, None), (4, 2, 64, 30, 100, Some(40))]
+        {
+            let mut c = case(n_head, n_kv, hd, start, n);
+            c.bidirectional = true;
+            let got = run(&c, window, None);
+            let worst = got
+                .iter()
+                .zip(&exact(&c, window))
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(worst < 1e-5, "{n_head}/{n_kv}/{hd}: max diff {worst}");
+            // The last token sees what it saw causally; the first does not.
+            let q_dim = n_head * hd;
+            c.bidirectional = false;
+            let causal = run(&c, window, None);
+            assert_eq!(got[(n - 1) * q_dim..], causal[(n - 1) * q_dim..]);
+            assert_ne!(got[..q_dim], causal[..q_dim]);
         }
     }
 
