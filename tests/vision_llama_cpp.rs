@@ -1,10 +1,15 @@
 //! Our image embeddings against llama.cpp's (`llama-mtmd-cli`'s `MTMD_DEBUG_EMBEDDINGS` dumps in
 //! tests/data/vision): the synthetic LLaVA projector with f16 and Q8_0 weights, on a picture that
 //! is resized and padded and on one of the input size, through the whole path (PNG decoding,
-//! Pillow-style resampling, normalisation, the ViT and the MLP).
+//! Pillow-style resampling, normalisation, the ViT and the MLP). And our CLI's greedy text after
+//! images against llama-mtmd-cli's (tests/data/vision/greedy.json, tools/make-vision-refs.py) on
+//! the synthetic Gemma 3 pair (`<start_of_image>` rows `<end_of_image>`, the rows read
+//! bidirectionally: read causally, the first case differs from its first token) and SmolVLM pair
+//! (tiles with their row and column tokens, then the overview).
 
 mod common;
 
+use common::llava;
 use common::picture::picture;
 use common::projector::{data_dir, png, synth_projector};
 use llamafile::vision::{decode, preprocess, Projector};
@@ -74,4 +79,47 @@ fn q8_0_resized_picture() {
 #[test]
 fn q8_0_input_sized_picture() {
     compare("q8_0", 84, 84, "84", 2e-2);
+}
+
+#[test]
+fn greedy_text_after_gemma3_and_smolvlm_images_matches_llama_mtmd_cli() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data_dir().join("greedy.json")).unwrap())
+            .unwrap();
+    let dir = std::env::temp_dir().join(format!("llamafile-vision-greedy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for case in doc["cases"].as_array().unwrap() {
+        let family = case["family"].as_str().unwrap();
+        let Some((text, mmproj)) = llava::family_pair(family) else {
+            return;
+        };
+        let prompt = case["prompt"].as_str().unwrap();
+        let mut args: Vec<String> = ["-m", text.to_str().unwrap()]
+            .into_iter()
+            .chain(["--mmproj", mmproj.to_str().unwrap(), "-p", prompt])
+            .chain(["-n", "12", "--temp", "0", "-t", "2", "--chat-template"])
+            .chain([case["template"].as_str().unwrap()])
+            .map(String::from)
+            .collect();
+        for pic in case["pictures"].as_array().unwrap() {
+            let pic = pic.as_str().unwrap();
+            let (w, h) = pic.split_once('x').unwrap();
+            let path = dir.join(format!("{pic}.png"));
+            let png = llava::picture_png(w.parse().unwrap(), h.parse().unwrap());
+            std::fs::write(&path, png).unwrap();
+            args.extend(["--image".into(), path.to_str().unwrap().into()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = common::llamafile(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{family} {prompt:?}: {stderr}");
+        let got = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            got.trim_matches('\n'),
+            case["text"].as_str().unwrap(),
+            "{family} {prompt:?} {}",
+            case["pictures"]
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }

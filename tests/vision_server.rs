@@ -4,7 +4,9 @@
 //! case), counts the image's tokens in `usage`, and reuses the slot's cache for the same image
 //! in the same place but not for another image; `/props` reports vision; bad parts are 400s
 //! naming the part, with the server alive; `/completion`'s `multimodal_data` gives the same
-//! text; without a projector an image is a 400 worded as llama-server's.
+//! text; without a projector an image is a 400 worded as llama-server's. SmolVLM's tiles (with
+//! the text between them) go through the slots the same way: llama-mtmd-cli's greedy text
+//! (tests/data/vision/greedy.json), and the same image again reuses the whole prefix.
 
 mod common;
 
@@ -152,4 +154,45 @@ fn an_image_without_a_projector_is_refused_as_llama_server_does() {
         msg.contains("does not support multimodal requests"),
         "{msg}"
     );
+}
+
+#[test]
+fn smolvlm_tiles_answer_as_llama_mtmd_cli() {
+    let Some((text, mmproj)) = llava::family_pair("smolvlm") else {
+        return;
+    };
+    let doc: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(common::projector::data_dir().join("greedy.json")).unwrap(),
+    )
+    .unwrap();
+    // The first SmolVLM case: "Describe." after the 130×50 picture (2×1 tiles and the overview).
+    let case = doc["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["family"] == "smolvlm")
+        .unwrap();
+    assert_eq!(case["pictures"], json!(["130x50"]));
+    let mm = mmproj.to_str().unwrap();
+    let srv = common::server::start_with(
+        &text,
+        &["--mmproj", mm, "--chat-template", "chatml", "-np", "1"],
+    );
+    let url = data_url(&llava::picture_png(130, 50));
+    let first = post(srv.port, "/v1/chat/completions", &ask(&url));
+    assert_eq!(
+        first.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&first.body)
+    );
+    let first = first.json();
+    assert_eq!(first["choices"][0]["message"]["content"], case["text"]);
+    // Three inputs of 16 rows, and the text around them.
+    let n_prompt = first["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert!(n_prompt > 48, "{first}");
+    let again = post(srv.port, "/v1/chat/completions", &ask(&url)).json();
+    assert_eq!(again["choices"][0]["message"]["content"], case["text"]);
+    let cached = again["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64();
+    assert_eq!(cached, Some(n_prompt - 1), "{again}");
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Regenerates llama.cpp's image embeddings of the synthetic SigLIP projectors for
-tests/vision_siglip.rs (tests/data/vision/README.md describes the files).
+tests/vision_siglip.rs, and llama-mtmd-cli's greedy text after images on the synthetic Gemma 3
+and SmolVLM pairs for tests/vision_llama_cpp.rs (tests/data/vision/README.md describes the
+files).
 
     tools/make-vision-refs.py [--bin DIR] [--out DIR] [--vocab-from SMOLLM2.gguf]
 
@@ -11,6 +13,10 @@ off, and its `MTMD_DEBUG_EMBEDDINGS` hook pointed at a pipe: the hook writes
 `[int32 n_tokens][int32 n_embd][f32 rows]` each time the projector encodes an input, so an
 image cut into tiles gives one record per tile and one for the overview, in encoding order.
 The records go to `FAMILY-TYPE-WxH.emb`; the SHA-256 of each synthetic file to index.json.
+
+Then, for each case of GREEDY, `llama-mtmd-cli -m TEXT --mmproj MMPROJ(q8_0) --image PIC... -p
+PROMPT -n 12 --temp 0 -t 2 -fa off --chat-template TEMPLATE`, its stdout without the leading and
+trailing newlines, into greedy.json.
 """
 
 import argparse
@@ -43,6 +49,33 @@ def picture(w, h):
     img[..., 1] = y * 255 // (h - 1)
     img[..., 2] = np.where((x // 9 + y // 7) % 2 == 0, 230, 20)
     return img
+
+
+# family, chat template, prompt, pictures (W, H), one per image: llama-mtmd-cli's greedy text
+# after them. The Q8_0 projectors: with f16 ones, llama.cpp's f16 activations and ours round
+# apart at the third token of one SmolVLM case (the synthetic models amplify any difference).
+GREEDY = [
+    ("gemma3", "gemma", "Describe.", [(224, 224)]),
+    ("gemma3", "gemma", "Look: <__media__> What is it?", [(130, 50)]),
+    ("gemma3", "gemma", "Compare them.", [(224, 224), (130, 50)]),
+    ("smolvlm", "chatml", "Describe.", [(130, 50)]),
+    ("smolvlm", "chatml", "Describe.", [(90, 170)]),
+    ("smolvlm", "chatml", "Look: <__media__> What is it?", [(84, 84)]),
+]
+
+
+def run_greedy(binary, text, mmproj, pngs, prompt, template):
+    """llama-mtmd-cli's greedy text, as printed without its leading and trailing newlines."""
+    cmd = [binary, "-m", text, "--mmproj", mmproj]
+    for png in pngs:
+        cmd += ["--image", png]
+    cmd += ["-p", prompt, "-n", "12", "--temp", "0", "-t", "2", "-fa", "off",
+            "--chat-template", template]
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(binary))
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"make-vision-refs: {' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
+    return proc.stdout.strip("\n")
 
 
 def sha256(path):
@@ -98,6 +131,31 @@ def main():
                     with open(out, "wb") as f:
                         f.write(data)
                     print(f"{out}: {len(data)} bytes")
+        cases = []
+        for family, template, prompt, pics in GREEDY:
+            pngs = []
+            for w, h in pics:
+                png = os.path.join(tmp, f"{w}x{h}.png")
+                Image.fromarray(picture(w, h)).save(png)
+                pngs.append(png)
+            text = os.path.join(tmp, f"text-{family}.gguf")
+            mmproj = os.path.join(tmp, f"mmproj-{family}-q8_0.gguf")
+            out = run_greedy(binary, text, mmproj, pngs, prompt, template)
+            cases.append({"family": family, "template": template, "prompt": prompt,
+                          "pictures": [f"{w}x{h}" for w, h in pics], "text": out})
+            print(f"{family} {prompt!r} {pics}: {out!r}")
+        doc = {
+            "about": "llama-mtmd-cli -m TEXT --mmproj MMPROJ --image PICTURE... -p PROMPT -n 12 "
+                     "--temp 0 -t 2 -fa off --chat-template TEMPLATE; TEXT: tools/synth-model.py "
+                     "FAMILY f16 (text_sha256 in index.json), MMPROJ: --mmproj FAMILY q8_0 "
+                     "(siglip_mmproj_sha256); PICTURE: the test picture of that size; text: "
+                     "stdout without its leading and trailing newlines "
+                     "(tools/make-vision-refs.py)",
+            "cases": cases,
+        }
+        with open(os.path.join(a.out, "greedy.json"), "w") as f:
+            json.dump(doc, f, indent=2, ensure_ascii=False)
+            f.write("\n")
     with open(index_path, "w") as f:
         json.dump(index, f, indent=2)
         f.write("\n")

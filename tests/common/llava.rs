@@ -1,8 +1,8 @@
-//! The synthetic LLaVA pair of the vision tests (tests/data/vision): the text model
+//! The synthetic pairs of the vision tests (tests/data/vision): the text model
 //! (`tools/synth-model.py llava f16`, SmolLM2's vocabulary) and its Q8_0 projector
-//! (`--mmproj llava q8_0`), generated once into `~/.cache/llamafile-rs/synth` (or
-//! `$LLAMAFILE_SYNTH`) and checked against the SHA-256 `index.json` records; and the 84×84 test
-//! picture as a PNG.
+//! (`--mmproj llava q8_0`), and the same for `gemma3` and `smolvlm`, generated once into
+//! `~/.cache/llamafile-rs/synth` (or `$LLAMAFILE_SYNTH`) and checked against the SHA-256
+//! `index.json` records; and the test picture as a PNG.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -83,6 +83,32 @@ pub fn pair() -> Option<(PathBuf, PathBuf)> {
         "llava-mmproj-q8_0.gguf",
         &[],
         idx["mmproj_sha256"]["q8_0"].as_str().unwrap(),
+    )?;
+    Some((text, mmproj))
+}
+
+/// The synthetic pair of a SigLIP `family` (`gemma3`, `smolvlm`): its text model (SmolLM2's
+/// vocabulary) and its Q8_0 projector, as tools/make-vision-refs.py made llama.cpp's references
+/// from.
+pub fn family_pair(family: &str) -> Option<(PathBuf, PathBuf)> {
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _making = MAKING.lock().unwrap_or_else(|e| e.into_inner());
+    let vocab = super::model_path("SmolLM2-135M-Instruct.Q4_1")?;
+    let vocab = vocab.to_str().unwrap().to_string();
+    let idx = index();
+    let text = synth(
+        &[family, "f16"],
+        &format!("{family}-text-f16.gguf"),
+        &["--vocab-from", vocab.as_str()],
+        idx["text_sha256"][family].as_str().unwrap(),
+    )?;
+    let mmproj = synth(
+        &["--mmproj", family, "q8_0"],
+        &format!("{family}-mmproj-q8_0.gguf"),
+        &[],
+        idx["siglip_mmproj_sha256"][format!("{family}-q8_0")]
+            .as_str()
+            .unwrap(),
     )?;
     Some((text, mmproj))
 }
