@@ -54,13 +54,14 @@ pub mod rpc;
 mod seq_cache;
 
 pub use crate::ops::attention::KvType;
+pub use cpu::lora::Adapters as LoraAdapters;
 pub use cpu::CpuBackend;
 pub use kv_cache::{KvCache, KvStateError, KvTypeError, KvTypes};
 pub use placement::{Placement, PlacementError, SPLIT_ENV};
 pub use plan::{GpuLayers, LayerPlan};
 pub use seq_cache::SeqCache;
 
-use crate::model::{Batch, ForwardPlan, Model};
+use crate::model::{Batch, ForwardPlan, LoraMix, Model};
 use std::any::Any;
 use std::ops::Range;
 
@@ -104,6 +105,10 @@ pub struct Pass<'a> {
     pub layers: Range<usize>,
     /// What else the pass changes (routed experts of a MoE draft).
     pub plan: ForwardPlan,
+    /// The scale of each of the model's LoRA adapters (`Model::lora`); only the CPU backend
+    /// applies them, and a placement with other backends is refused adapters
+    /// (`PlacedModel::add_lora`).
+    pub lora: &'a LoraMix,
 }
 
 /// The keys and values one sequence has for the layers one backend runs.

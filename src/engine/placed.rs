@@ -7,10 +7,11 @@
 //! by its backend.
 
 use crate::backend::{
-    BackendError, KvTypeError, KvTypes, LayerCache, Pass, Placement, PlacementError, SeqCache,
+    BackendError, KvTypeError, KvTypes, LayerCache, LoraAdapters, Pass, Placement, PlacementError,
+    SeqCache,
 };
 use crate::gguf::GgufFile;
-use crate::model::{Batch, ForwardPlan, Model, ModelError};
+use crate::model::{Batch, ForwardPlan, LoraAdapter, LoraError, LoraMix, Model, ModelError};
 use crate::ops::matmul;
 use crate::ops::norm::rms_norm_rows;
 use crate::ops::softcap::softcap_all;
@@ -34,6 +35,8 @@ pub struct PlacedModel {
     placement: Placement,
     /// How caches made from now on store keys and values (see [`PlacedModel::set_kv_types`]).
     kv_types: KvTypes,
+    /// The adapters' scales of a forward pass that names none (see [`PlacedModel::add_lora`]).
+    lora_mix: LoraMix,
 }
 
 impl Deref for PlacedModel {
@@ -55,6 +58,7 @@ impl PlacedModel {
             model,
             placement,
             kv_types: KvTypes::default(),
+            lora_mix: LoraMix::default(),
         })
     }
 
@@ -98,6 +102,28 @@ impl PlacedModel {
         }
         self.kv_types = types;
         Ok(())
+    }
+
+    /// Loads the LoRA adapter at `path` (`--lora`) as the next id, applied at `scale` by the
+    /// passes that name no scales of their own; returns its id. Refused, in one line naming
+    /// the file, when it does not fit the model or when blocks run off the CPU (the device
+    /// backends do not apply adapters): call it after [`PlacedModel::set_placement`].
+    pub fn add_lora(&mut self, path: &std::path::Path, scale: f32) -> Result<usize, LoraError> {
+        if let Some(b) = self.placement.stages().iter().find(|b| b.name() != "cpu") {
+            return Err(LoraError::Backend {
+                path: path.display().to_string(),
+                backend: b.name().to_string(),
+            });
+        }
+        let adapter = LoraAdapter::open(path, &self.model)?;
+        self.model.lora.push(Arc::new(adapter));
+        self.lora_mix.scales.push(scale);
+        Ok(self.model.lora.len() - 1)
+    }
+
+    /// The adapters' scales of passes that name none (`--lora`, `--lora-scaled`).
+    pub fn lora_mix(&self) -> &LoraMix {
+        &self.lora_mix
     }
 
     /// How caches made now store keys and values.
@@ -195,8 +221,20 @@ impl PlacedModel {
         caches: &mut [C],
         plan: ForwardPlan,
     ) -> Result<Vec<f32>, BackendError> {
-        let h = self.final_hidden(batch, None, caches, plan)?;
-        self.output_head(&h)
+        self.try_forward_mix(batch, caches, plan, &self.lora_mix)
+    }
+
+    /// [`PlacedModel::try_forward_plan`] with the LoRA adapters at the scales of `lora` (a
+    /// server request's) instead of the model's own.
+    pub fn try_forward_mix<C: BorrowMut<SeqCache>>(
+        &self,
+        batch: &Batch,
+        caches: &mut [C],
+        plan: ForwardPlan,
+        lora: &LoraMix,
+    ) -> Result<Vec<f32>, BackendError> {
+        let h = self.final_hidden(batch, None, caches, plan, lora)?;
+        self.output_head(&h, lora)
     }
 
     /// [`PlacedModel::try_forward_plan`] of the whole model with the input rows given instead of
@@ -211,13 +249,25 @@ impl PlacedModel {
         rows: &[f32],
         caches: &mut [C],
     ) -> Result<Vec<f32>, BackendError> {
+        self.try_forward_embeddings_mix(batch, rows, caches, &self.lora_mix)
+    }
+
+    /// [`PlacedModel::try_forward_embeddings`] with the LoRA adapters at the scales of `lora`.
+    pub fn try_forward_embeddings_mix<C: BorrowMut<SeqCache>>(
+        &self,
+        batch: &Batch,
+        rows: &[f32],
+        caches: &mut [C],
+        lora: &LoraMix,
+    ) -> Result<Vec<f32>, BackendError> {
         assert_eq!(
             rows.len(),
             batch.len() * self.config.n_embd,
             "forward_embeddings: one row of the model's width per entry"
         );
-        let h = self.final_hidden(batch, Some(rows), caches, ForwardPlan::full(&self.config))?;
-        self.output_head(&h)
+        let full = ForwardPlan::full(&self.config);
+        let h = self.final_hidden(batch, Some(rows), caches, full, lora)?;
+        self.output_head(&h, lora)
     }
 
     /// The hidden states after the last block and the output norm, `n_embd` floats for each
@@ -239,7 +289,8 @@ impl PlacedModel {
         batch: &Batch,
         caches: &mut [C],
     ) -> Result<Vec<f32>, BackendError> {
-        self.final_hidden(batch, None, caches, ForwardPlan::full(&self.config))
+        let full = ForwardPlan::full(&self.config);
+        self.final_hidden(batch, None, caches, full, &self.lora_mix)
     }
 
     /// The batch through the blocks (and experts) `plan` names, each range on its backend,
@@ -251,6 +302,7 @@ impl PlacedModel {
         rows: Option<&[f32]>,
         caches: &mut [C],
         plan: ForwardPlan,
+        lora: &LoraMix,
     ) -> Result<Vec<f32>, BackendError> {
         let cfg = &self.config;
         let n = batch.len();
@@ -280,6 +332,7 @@ impl PlacedModel {
                 batch,
                 layers,
                 plan,
+                lora,
             };
             backend.run(&self.model, &pass, &mut parts, &mut x)?;
         }
@@ -314,7 +367,7 @@ impl PlacedModel {
 
     /// Logits of output-normed hidden rows `h` (`n_embd` floats each): on the backend the
     /// placement names for the head, else on the host; the final soft-cap on the host.
-    fn output_head(&self, h: &[f32]) -> Result<Vec<f32>, BackendError> {
+    fn output_head(&self, h: &[f32], lora: &LoraMix) -> Result<Vec<f32>, BackendError> {
         let cfg = &self.config;
         let n_rows = h.len() / cfg.n_embd;
         let mut logits = vec![0f32; n_rows * cfg.n_vocab];
@@ -324,7 +377,17 @@ impl PlacedModel {
             .and_then(|b| b.output_head(&self.model, h, &mut logits));
         match on_backend {
             Some(done) => done?,
-            None => matmul(&self.weights.output.mat(&self.file), h, n_rows, &mut logits),
+            None => {
+                let out = &self.weights.output;
+                matmul(&out.mat(&self.file), h, n_rows, &mut logits);
+                LoraAdapters::new(&self.lora, lora).apply_named(
+                    &out.info.name,
+                    0..cfg.n_vocab,
+                    h,
+                    n_rows,
+                    &mut logits,
+                );
+            }
         }
         if let Some(cap) = cfg.final_softcap {
             softcap_all(&mut logits, cap);

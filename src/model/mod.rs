@@ -5,6 +5,7 @@
 
 mod batch;
 mod config;
+pub mod lora;
 mod mla;
 mod moe_config;
 mod weights;
@@ -14,6 +15,7 @@ pub use config::{
     Arch, Config, Family, FfnActivation, Fused, NormPlacement, RopeConfig, RopeFactors,
     SlidingWindow, SwaRule,
 };
+pub use lora::{LoraAdapter, LoraError, LoraMix};
 pub use mla::{MlaConfig, MlaQuery, MlaWeights};
 pub use moe_config::{MoeConfig, MoeRule, SharedExperts};
 pub use weights::{
@@ -65,6 +67,9 @@ pub struct Model {
     pub config: Config,
     pub weights: Weights,
     pub file: Arc<GgufFile>,
+    /// LoRA adapters loaded for the model (`--lora`), by id; a forward pass applies those its
+    /// [`LoraMix`] gives a scale.
+    pub lora: Vec<Arc<LoraAdapter>>,
 }
 
 impl Model {
@@ -76,6 +81,7 @@ impl Model {
             config,
             weights,
             file,
+            lora: Vec::new(),
         })
     }
 

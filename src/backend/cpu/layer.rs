@@ -4,19 +4,20 @@
 //! placement, QK-norm, soft-capping, sliding windows, where the attention scale applies), and
 //! fused tensors arrive as row views, so nothing here names an architecture.
 
+use super::lora::Adapters;
 use super::mla::mla_attention_block;
 use super::moe_ffn::MoeStep;
 use crate::backend::KvCache;
 use crate::gguf::GgufFile;
 use crate::model::{
-    Attention, Batch, Config, DenseFfn, Ffn, FfnActivation, ForwardPlan, Layer, Model,
+    Attention, Batch, Config, DenseFfn, Ffn, FfnActivation, ForwardPlan, Layer, Model, RowView,
 };
 use crate::ops::activation::{geglu, swiglu};
 use crate::ops::attention::rotation::hadamard;
 use crate::ops::attention::{attend_heads_rows, tiled, AttnRows, AttnShape};
+use crate::ops::matmul;
 use crate::ops::norm::{rms_norm_rows, rms_norm_rows_into};
 use crate::ops::rope::Rope;
-use crate::ops::{matmul, QMat};
 use crate::pool;
 use std::borrow::BorrowMut;
 
@@ -38,9 +39,9 @@ pub(super) fn attention_block<C: BorrowMut<KvCache> + Sync>(
     let (n, e, hd) = (batch.len(), cfg.n_embd, cfg.head_dim);
     let (q_dim, kv_dim) = (cfg.q_dim(), cfg.kv_dim());
     rms_norm_rows_into(x, &layer.attn_norm, e, cfg.rms_eps, &mut s.h);
-    project(&w.wq.mat(file), &s.h, n, w.bq.as_deref(), &mut s.q);
-    project(&w.wk.mat(file), &s.h, n, w.bk.as_deref(), &mut s.k);
-    project(&w.wv.mat(file), &s.h, n, w.bv.as_deref(), &mut s.v);
+    project(file, &w.wq, &s.lora, &s.h, n, w.bq.as_deref(), &mut s.q);
+    project(file, &w.wk, &s.lora, &s.h, n, w.bk.as_deref(), &mut s.k);
+    project(file, &w.wv, &s.lora, &s.h, n, w.bv.as_deref(), &mut s.v);
     if let (Some(qn), Some(kn)) = (&w.q_norm, &w.k_norm) {
         rms_norm_rows(&mut s.q, qn, hd, cfg.rms_eps);
         rms_norm_rows(&mut s.k, kn, hd, cfg.rms_eps);
@@ -92,7 +93,10 @@ pub(super) fn attention_block<C: BorrowMut<KvCache> + Sync>(
         hadamard(&mut s.attn, r);
     }
 
-    matmul(&layer.wo.mat(file), &s.attn, n, &mut s.h);
+    let wo = layer.wo.mat(file);
+    matmul(&wo, &s.attn, n, &mut s.h);
+    s.lora
+        .apply_named(&layer.wo.info.name, 0..wo.rows, &s.attn, n, &mut s.h);
     if let Some(w) = &layer.post_attn_norm {
         rms_norm_rows(&mut s.h, w, e, cfg.rms_eps);
     }
@@ -235,6 +239,7 @@ pub(super) fn ffn_block(
             dense_ffn(
                 file,
                 ffn,
+                &s.lora,
                 cfg.ffn_act,
                 &s.h,
                 n,
@@ -256,6 +261,7 @@ pub(super) fn ffn_block(
 pub(super) fn dense_ffn(
     file: &GgufFile,
     ffn: &DenseFfn,
+    lora: &Adapters,
     act: FfnActivation,
     h: &[f32],
     n: usize,
@@ -267,9 +273,12 @@ pub(super) fn dense_ffn(
     gate.resize(n * ff, 0.0);
     up.resize(n * ff, 0.0);
     matmul(&ffn.gate.mat(file), h, n, gate);
+    lora.apply(&ffn.gate, h, n, gate);
     matmul(&ffn.up.mat(file), h, n, up);
+    lora.apply(&ffn.up, h, n, up);
     activate(act, gate, up);
     matmul(&ffn.down.mat(file), gate, n, out);
+    lora.apply(&ffn.down, gate, n, out);
 }
 
 /// `gate = act(gate) ⊙ up`.
@@ -280,9 +289,18 @@ pub(super) fn activate(act: FfnActivation, gate: &mut [f32], up: &[f32]) {
     }
 }
 
-/// `out = x · Wᵀ (+ bias)`.
-fn project(w: &QMat, x: &[f32], n: usize, bias: Option<&[f32]>, out: &mut [f32]) {
-    matmul(w, x, n, out);
+/// `out = x · Wᵀ (+ the adapters' terms) (+ bias)`.
+fn project(
+    file: &GgufFile,
+    w: &RowView,
+    lora: &Adapters,
+    x: &[f32],
+    n: usize,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) {
+    matmul(&w.mat(file), x, n, out);
+    lora.apply(w, x, n, out);
     if let Some(b) = bias {
         for row in out.chunks_exact_mut(b.len()) {
             row.iter_mut().zip(b).for_each(|(o, b)| *o += b);
@@ -290,8 +308,8 @@ fn project(w: &QMat, x: &[f32], n: usize, bias: Option<&[f32]>, out: &mut [f32])
     }
 }
 
-/// Activation buffers reused across layers.
-pub(super) struct Scratch {
+/// Activation buffers reused across layers, and the pass's adapters.
+pub(super) struct Scratch<'a> {
     h: Vec<f32>,
     q: Vec<f32>,
     k: Vec<f32>,
@@ -300,10 +318,11 @@ pub(super) struct Scratch {
     gate: Vec<f32>,
     up: Vec<f32>,
     ffn_out: Vec<f32>,
+    lora: Adapters<'a>,
 }
 
-impl Scratch {
-    pub(super) fn new(cfg: &Config, n: usize) -> Scratch {
+impl<'a> Scratch<'a> {
+    pub(super) fn new(cfg: &Config, n: usize, lora: Adapters<'a>) -> Scratch<'a> {
         let q_dim = cfg.q_dim();
         Scratch {
             h: vec![0.0; n * cfg.n_embd],
@@ -314,6 +333,7 @@ impl Scratch {
             gate: Vec::new(),
             up: Vec::new(),
             ffn_out: vec![0.0; n * cfg.n_embd],
+            lora,
         }
     }
 }

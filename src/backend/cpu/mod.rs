@@ -5,6 +5,7 @@
 //! `moe_ffn.rs` (experts), free functions over the model's weights.
 
 mod layer;
+pub(crate) mod lora;
 mod mla;
 mod moe_ffn;
 
@@ -89,7 +90,8 @@ impl Backend for CpuBackend {
             kv.push(c);
         }
         let n = pass.batch.len();
-        let mut scratch = Scratch::new(&model.config, n);
+        let adapters = lora::Adapters::new(&model.lora, pass.lora);
+        let mut scratch = Scratch::new(&model.config, n, adapters);
         for il in pass.layers.clone() {
             let layer = &model.weights.layers[il];
             layer::attention_block(model, il, layer, pass.batch, &mut kv, x, &mut scratch);

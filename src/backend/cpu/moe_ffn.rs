@@ -5,6 +5,7 @@
 //! Qwen2-MoE's shared expert, behind its sigmoid gate, is added last.
 
 use super::layer::{activate, dense_ffn};
+use super::lora::Adapters;
 use crate::gguf::GgufFile;
 use crate::model::{FfnActivation, MoeFfn};
 use crate::ops::matmul;
@@ -37,6 +38,7 @@ impl MoeStep<'_> {
             dense_ffn(
                 self.file,
                 &shared.ffn,
+                &Adapters::none(),
                 self.act,
                 h,
                 n,
