@@ -264,14 +264,21 @@ fn load_media(cli: &Cli, own: Option<&Bundle>, model: &PlacedModel) -> Result<Op
     media
         .check_model(model)
         .with_context(|| format!("--mmproj {name}"))?;
+    let limits = cli.media.token_limits();
+    if limits && media.layout.dynamic_size {
+        // This mtmd then slices the image as LLaVA-UHD does, in tiles of other sizes.
+        bail!(
+            "--image-min-tokens/--image-max-tokens: with this {} projector llama.cpp cuts images into tiles of other sizes, which is not built here (leave them out)",
+            media.projector.ty.name()
+        );
+    }
     if cli.verbose {
         let p = &media.projector;
         eprintln!(
             "llamafile: projector {name}: {:?}, {}x{} input, {} tokens per image; the image encoder runs on the CPU",
             p.ty, p.hparams.image_size, p.hparams.image_size, p.n_image_tokens()
         );
-        let limits = cli.media.image_min_tokens.is_some() || cli.media.image_max_tokens.is_some();
-        if limits && !media.layout.dynamic_size {
+        if limits {
             eprintln!("llamafile: --image-min-tokens/--image-max-tokens: ignored, this projector's images have a fixed size (as in llama.cpp)");
         }
     }

@@ -75,12 +75,15 @@ fn bad_images_and_projectors_are_one_line() {
     let png = llava::picture_png(84, 84);
     std::fs::write(d.join("trunc.png"), &png[..png.len() / 3]).unwrap();
     std::fs::write(d.join("text.png"), b"not an image\n").unwrap();
+    std::fs::write(d.join("huge.png"), llava::huge_png()).unwrap();
     let path = |n: &str| d.join(n).to_str().unwrap().to_string();
     let (missing, trunc, text) = (path("missing.png"), path("trunc.png"), path("text.png"));
+    let huge = path("huge.png");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["--image", &missing], "cannot read image"),
         (vec!["--image", &trunc], "corrupt or truncated png"),
         (vec!["--image", &text], "unknown image format"),
+        (vec!["--image", &huge], "9000×10 pixels is larger than"),
         (
             vec!["--image", &f.picture, "-c", "30"],
             "more than the context",
@@ -208,4 +211,34 @@ fn base64(bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+/// `--image-min-tokens`/`--image-max-tokens`: ignored for a fixed-size projector (LLaVA), as
+/// llama.cpp ignores them; refused for SmolVLM's, whose tiles llama.cpp then cuts another way.
+#[test]
+fn image_token_limits_are_ignored_or_refused() {
+    let Some(f) = files("limits") else { return };
+    let mut args = greedy(&f, &["--image", &f.picture, "-p", "Describe."]);
+    args.extend(["--image-max-tokens", "64"]);
+    let out = common::llamafile(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim_matches('\n'),
+        llava::cli_cases()[0].2
+    );
+    let Some((text, mmproj)) = llava::family_pair("smolvlm") else {
+        return;
+    };
+    let (text, mmproj) = (text.to_str().unwrap(), mmproj.to_str().unwrap());
+    let args = [
+        "-m", text, "--mmproj", mmproj, "--image", &f.picture, "-p", "hi",
+    ];
+    let out = common::llamafile(&[&args[..], &["--image-min-tokens", "32"]].concat());
+    common::assert_one_line_error(&out, "--image-min-tokens/--image-max-tokens");
+    assert_eq!(out.status.code(), Some(1));
+    std::fs::remove_dir_all(&f.dir).ok();
 }

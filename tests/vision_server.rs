@@ -84,7 +84,9 @@ fn chat_with_an_image_matches_llama_mtmd_cli() {
     let caps = &models.json()["models"][0]["capabilities"];
     assert_eq!(caps, &json!(["completion", "multimodal"]), "{caps}");
 
+    let huge = data_url(&llava::huge_png());
     let bad = [
+        (huge.as_str(), "9000×10 pixels is larger than"),
         ("https://example.com/a.png", "offline"),
         ("data:image/png;base64,AAAA", "unknown image format"),
         ("data:text/plain;base64,AAAA", "Invalid uri format"),

@@ -1,8 +1,9 @@
 //! The flags of images in, as llama-mtmd-cli and llama-server take them: `--mmproj FILE` (a
 //! file, `/zip/NAME` or an entry of this llamafile, as `-m`), `--no-mmproj` (load none, even if
 //! `.args` names one), `--image FILE` (repeatable), `--image-min-tokens`/`--image-max-tokens`
-//! (kept for projectors whose token count follows the image's size). `--audio` is refused: no
-//! audio encoder is built. `--mmproj-offload` and the video flags stay in `model_flags`' table.
+//! (ignored for fixed-size projectors, as llama.cpp ignores them; refused for SmolVLM's, whose
+//! tiles llama.cpp then cuts another way, not built here). `--audio` is refused: no audio
+//! encoder is built. `--mmproj-offload` and the video flags stay in `model_flags`' table.
 
 use clap::Args;
 
@@ -72,6 +73,14 @@ impl MediaArgs {
             ));
         }
         Ok(())
+    }
+
+    /// Whether `--image-min-tokens` or `--image-max-tokens` asks for anything (llama.cpp
+    /// applies only positive values).
+    pub fn token_limits(&self) -> bool {
+        [self.image_min_tokens, self.image_max_tokens]
+            .iter()
+            .any(|n| n.is_some_and(|n| n > 0))
     }
 
     /// The projector to load: `--mmproj`, unless `--no-mmproj`.

@@ -122,6 +122,27 @@ pub fn picture_png(w: usize, h: usize) -> Vec<u8> {
     out.into_inner()
 }
 
+/// The 84×84 test picture's PNG with its header claiming 9000×10 pixels (its checksum fixed):
+/// past the size limit, to be refused before decoding.
+pub fn huge_png() -> Vec<u8> {
+    let mut png = picture_png(84, 84);
+    png[16..20].copy_from_slice(&9000u32.to_be_bytes());
+    png[20..24].copy_from_slice(&10u32.to_be_bytes());
+    let mut c = !0u32;
+    for &b in &png[12..29] {
+        c ^= b as u32;
+        for _ in 0..8 {
+            c = if c & 1 != 0 {
+                0xedb8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+        }
+    }
+    png[29..33].copy_from_slice(&(!c).to_be_bytes());
+    png
+}
+
 /// llama-mtmd-cli's greedy text (tests/data/vision/cli.json): `(prompt, images, text)`.
 pub fn cli_cases() -> Vec<(String, usize, String)> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/vision/cli.json");
