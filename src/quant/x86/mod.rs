@@ -104,9 +104,9 @@ fn install_k_tiles_avx2(k: &mut Kernels) {
         Some(|w, n, a, p, o, ts, rs| unsafe { gemm::<Q5K>(w, n, a, p, o, ts, rs) });
     k.gemm[slot(T::Q6K)] =
         Some(|w, n, a, p, o, ts, rs| unsafe { gemm::<Q6K>(w, n, a, p, o, ts, rs) });
-    k.matvec[slot(T::Q4K)] = Some(|w, a, o| unsafe { matvec::<Q4K>(w, a, o) });
+    k.matvec[slot(T::Q4K)] = Some(|w, a, o| unsafe { matvec_k_avx2::matvec_q4_k(w, a, o) });
     k.matvec[slot(T::Q5K)] = Some(|w, a, o| unsafe { matvec::<Q5K>(w, a, o) });
-    k.matvec[slot(T::Q6K)] = Some(|w, a, o| unsafe { matvec::<Q6K>(w, a, o) });
+    k.matvec[slot(T::Q6K)] = Some(|w, a, o| unsafe { matvec_k_avx2::matvec_q6_k(w, a, o) });
 }
 
 /// The AVX2 table `k` with the AVX-512 (BW, VNNI) kernels installed, or `None` if this CPU lacks them.
@@ -164,4 +164,21 @@ pub(super) fn avx512(mut k: Kernels) -> Option<Kernels> {
     });
     k.matvec[slot(T::Q8_0)] = Some(|w, a, o| unsafe { matvec32::matvec::<tiles32::Q8_0>(w, a, o) });
     Some(k)
+}
+
+/// The batch tile driven as a matrix-vector kernel (what Q4_K and Q6_K generation ran before
+/// their own kernels), for `kernel_timing` to compare against. Only after `has_avx2()`.
+#[cfg(test)]
+pub(super) fn tile_matvec(ty: super::GgmlType) -> Option<super::dispatch::MatvecFn> {
+    use matvec_k_avx2::matvec;
+    use tiles_k_avx2::{Q4K, Q6K};
+    if !has_avx2() {
+        return None;
+    }
+    // SAFETY: AVX2, FMA and F16C were confirmed just above.
+    match ty {
+        T::Q4K => Some(|w, a, o| unsafe { matvec::<Q4K>(w, a, o) }),
+        T::Q6K => Some(|w, a, o| unsafe { matvec::<Q6K>(w, a, o) }),
+        _ => None,
+    }
 }
