@@ -12,6 +12,12 @@
 //! Each test runs once unmeasured (warm-up), then `-r` times; `avg_ts`/`stddev_ts` are the mean
 //! and sample standard deviation of the per-run tokens/second. This module owns measuring and
 //! reporting only; the forward pass is `engine::PlacedModel`'s.
+//!
+//! After the table, each generation test's memory traffic goes to stderr (weight bytes per
+//! token × tokens/s, [`membw`]); with `LLAMAFILE_BENCH_MEMBW=1` also the machine's read bound,
+//! measured on the same threads after the tests.
+
+pub mod membw;
 
 use crate::cli::Cli;
 use crate::engine::loaded::Loaded;
@@ -356,7 +362,41 @@ pub fn run(cli: &Cli, loaded: &Loaded, model_name: &str, threads: usize) -> Resu
             serde_json::to_string_pretty(&json(&info, &opts, &results))?
         ),
     }
+    report_traffic(loaded, &results);
     Ok(())
+}
+
+/// The generation tests' weight traffic on stderr, and the read bound when asked for.
+fn report_traffic(loaded: &Loaded, results: &[TestResult]) {
+    let tg: Vec<&TestResult> = results
+        .iter()
+        .filter(|r| r.n_prompt == 0 && r.n_gen > 0)
+        .collect();
+    if tg.is_empty() {
+        return;
+    }
+    let bytes = membw::weight_bytes_per_token(&loaded.model.file, &loaded.model.config) as f64;
+    let bound = std::env::var("LLAMAFILE_BENCH_MEMBW")
+        .is_ok_and(|v| v == "1")
+        .then(|| membw::read_bandwidth(5));
+    for r in tg {
+        let (ts, _) = mean_stddev(&r.samples_ts());
+        let gbs = bytes * ts / 1e9;
+        let of_bound = match bound {
+            Some(b) if b > 0.0 => format!(
+                "; read bound {:.1} GB/s on {} threads ({:.0}%)",
+                b / 1e9,
+                crate::pool::global().threads(),
+                100.0 * gbs * 1e9 / b
+            ),
+            _ => String::new(),
+        };
+        eprintln!(
+            "bench: {}: {:.3} GB of weights per token x {ts:.2} t/s = {gbs:.1} GB/s{of_bound}",
+            r.name(),
+            bytes / 1e9
+        );
+    }
 }
 
 #[cfg(test)]
