@@ -1,11 +1,11 @@
 //! The few operating-system calls whose form differs between Linux (and other Unix systems) and
-//! Windows: reading and writing a file at an offset, locking mapped memory in RAM, and asking
-//! for a mapping in huge pages.
+//! Windows: reading and writing a file at an offset, locking mapped memory in RAM, asking for a
+//! mapping in huge pages, and raising the limit of open files.
 //!
 //! Owns only those calls, each with the same meaning on every platform, or a plain "not on
 //! Windows" error where Windows has no equivalent worth its cost. Everything else the engine
 //! does (mapping files through memmap2, sockets, threads) is portable through the standard
-//! library and needs nothing here. On Unix these are the `pread`/`pwrite` family and `mlock`.
+//! library and needs nothing here. On Unix these are the `pread`/`pwrite` family, `mlock` and `setrlimit`.
 
 use std::fs::File;
 use std::io;
@@ -100,6 +100,41 @@ pub fn advise_huge_pages(map: &memmap2::Mmap) -> io::Result<()> {
     {
         let _ = map;
         Ok(())
+    }
+}
+
+/// Raises this process's limit of open files to the most it may have (`RLIMIT_NOFILE`'s hard
+/// limit, at most 65536; often 1024 soft against 4096 or more hard) and returns the limit now in force; a
+/// server holds one file per waiting connection. `None` where there is no such limit
+/// (Windows has none that matters at this scale).
+pub fn raise_open_file_limit() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes one rlimit struct, which `lim` is.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+            return None;
+        }
+        // An unlimited hard limit is not a number setrlimit takes for files; 65536 is plenty.
+        let want = lim.rlim_max.min(65536);
+        if lim.rlim_cur < want {
+            let raised = libc::rlimit {
+                rlim_cur: want,
+                ..lim
+            };
+            // SAFETY: setrlimit reads one rlimit struct, which `raised` is.
+            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+                lim = raised;
+            }
+        }
+        Some(lim.rlim_cur as u64)
+    }
+    #[cfg(not(unix))]
+    {
+        None
     }
 }
 

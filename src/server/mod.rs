@@ -1,9 +1,11 @@
 //! The HTTP server: an OpenAI-compatible API, llama.cpp's native endpoints and a chat page, on
 //! 127.0.0.1:8080 by default.
 //!
-//! Threads: one accepts connections and hands them to a fixed pool of connection workers
-//! through a bounded queue; a connection from a client address that already holds its share
-//! (`admission`), or one that finds the queue full, is answered 503 at once. Each worker reads
+//! Threads: one accepts connections into a waiting room (`admission`) from which a fixed pool
+//! of connection workers takes them, client addresses taking turns and none holding more than
+//! its share of the workers; a waiting connection costs its socket, not a thread. Only a
+//! connection that finds the room full (its size follows the open-file limit) is answered 503
+//! at once. Each worker reads
 //! requests with hard limits and deadlines (`http`), routes them (`routes`) and, for
 //! generation, submits a job to the one scheduler thread (`scheduler`) that owns the slots' KV
 //! caches and batches every slot's next token into one forward pass.
@@ -52,15 +54,14 @@ use crate::cli::Cli;
 use crate::engine::loaded::Loaded;
 use crate::engine::media::Media;
 use crate::sampling::SamplingParams;
-use admission::{Admission, Ticket};
+use admission::{RoomLimits, WaitingRoom};
 use anyhow::{bail, Context, Result};
 use conn::{Conn, Listener};
 use http::{Limits, RequestReader};
 use response::Responder;
 use std::io::Write;
 use std::net::TcpListener;
-use std::sync::mpsc::{sync_channel, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Everything the server is configured with.
@@ -89,7 +90,7 @@ pub struct ServerConfig {
     pub seed_random: bool,
     pub n_predict: i64,
     pub http_threads: usize,
-    /// Most connections one client address may hold (queued or served) at once.
+    /// Most connections of one client address the workers serve at once (more wait).
     pub per_client_connections: usize,
     pub limits: Limits,
     pub open_browser: bool,
@@ -294,8 +295,8 @@ fn api_keys(cli: &Cli) -> Result<Vec<String>> {
     Ok(keys)
 }
 
-/// The share of the `workers` connection workers one client address may hold: three quarters,
-/// so that a quarter is always left for everyone else.
+/// The share of the `workers` connection workers one client address may hold at once: three
+/// quarters, so that a quarter is always left for everyone else (its other connections wait).
 pub fn per_client_connections(workers: usize) -> usize {
     (workers - workers / 4).max(1)
 }
@@ -436,28 +437,25 @@ pub fn serve(
     }
 
     let workers = state.config.http_threads.max(1);
-    let admission = Admission::new(state.config.per_client_connections);
-    let (tx, rx) = sync_channel::<Accepted>(workers);
-    let rx = Arc::new(Mutex::new(rx));
+    let room = WaitingRoom::new(room_limits(
+        workers,
+        state.config.per_client_connections,
+        crate::platform::raise_open_file_limit(),
+    ));
     for i in 0..workers {
-        let rx = rx.clone();
+        let room = room.clone();
         let state = state.clone();
         std::thread::Builder::new()
             .name(format!("http-{i}"))
             .spawn(move || loop {
-                let next = rx.lock().map(|r| r.recv());
-                match next {
-                    Ok(Ok(conn)) => {
-                        // A bug in one request must not cost the pool a worker.
-                        let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            serve_connection(&state, conn.stream, conn.at)
-                        }));
-                        drop(conn.ticket);
-                        if served.is_err() {
-                            eprintln!("llamafile: a request handler panicked; connection closed");
-                        }
-                    }
-                    _ => return,
+                let (conn, ticket) = room.take();
+                // A bug in one request must not cost the pool a worker.
+                let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    serve_connection(&state, conn, Instant::now())
+                }));
+                drop(ticket);
+                if served.is_err() {
+                    eprintln!("llamafile: a request handler panicked; connection closed");
                 }
             })
             .context("cannot start the HTTP workers")?;
@@ -465,53 +463,43 @@ pub fn serve(
     let mut listeners = listeners.into_iter();
     let first = listeners.next().context("no address to listen on")?;
     for l in listeners {
-        let (admission, tx) = (admission.clone(), tx.clone());
+        let room = room.clone();
         std::thread::Builder::new()
             .name("accept".into())
-            .spawn(move || accept_loop(&l, &admission, &tx))
+            .spawn(move || accept_loop(&l, &room))
             .context("cannot start a listener")?;
     }
-    accept_loop(&first, &admission, &tx)
+    accept_loop(&first, &room)
 }
 
-/// Accepts connections on `listener` and hands them to the workers through `tx`, refusing
-/// those over an address's share or beyond the queue.
-fn accept_loop(
-    listener: &Listener,
-    admission: &Admission,
-    tx: &std::sync::mpsc::SyncSender<Accepted>,
-) -> Result<()> {
+/// The waiting room's limits for `workers` workers of which one address may hold
+/// `per_client`, under an open-file limit of `open_files`: the room holds as many
+/// connections as there are files to spare (a file each, a reserve kept for the model, the
+/// workers' own and the slot files), at most 16384; one address may fill three quarters.
+fn room_limits(workers: usize, per_client: usize, open_files: Option<u64>) -> RoomLimits {
+    const RESERVE: usize = 128;
+    let files = open_files.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
+    let waiting = files
+        .saturating_sub(RESERVE + workers)
+        .clamp(workers, 16384);
+    RoomLimits {
+        active_per_client: per_client,
+        waiting,
+        waiting_per_client: (waiting - waiting / 4).max(1),
+    }
+}
+
+/// Accepts connections on `listener` into the waiting room, answering 503 to those it has no
+/// place for.
+fn accept_loop(listener: &Listener, room: &WaitingRoom<Conn>) -> Result<()> {
     loop {
         let Ok((stream, peer)) = listener.accept() else {
             continue;
         };
-        let at = Instant::now();
-        let Some(ticket) = admission.admit(peer) else {
-            refuse_busy(
-                stream,
-                &format!(
-                    "too many connections from your address (at most {}); retry later",
-                    admission.cap()
-                ),
-            );
-            continue;
-        };
-        match tx.try_send(Accepted { stream, ticket, at }) {
-            Ok(()) => {}
-            Err(TrySendError::Full(conn)) => refuse_busy(
-                conn.stream,
-                "the server is busy: too many connections; retry later",
-            ),
-            Err(TrySendError::Disconnected(_)) => bail!("the HTTP workers have stopped"),
+        if let Err((stream, why)) = room.enter(peer, stream) {
+            refuse_busy(stream, &why.to_string());
         }
     }
-}
-
-/// A connection on its way to a worker, with its address's ticket and when it was accepted.
-struct Accepted {
-    stream: Conn,
-    ticket: Ticket,
-    at: Instant,
 }
 
 /// Answers 503 with `message` to a connection that is not served.
@@ -554,14 +542,15 @@ fn linger_in_background(stream: Conn) {
     }
 }
 
-/// Serves the requests of one connection, accepted at `accepted`, until it closes or errs.
-fn serve_connection(state: &State, stream: Conn, accepted: Instant) {
+/// Serves the requests of one connection, taken from the waiting room at `taken` (its first
+/// request's head is due a head timeout later), until it closes or errs.
+fn serve_connection(state: &State, stream: Conn, taken: Instant) {
     stream.set_nodelay();
     let _ = stream.set_write_timeout(Some(state.config.limits.write_timeout));
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
-    let mut reader = RequestReader::new(stream, state.config.limits.clone(), accepted);
+    let mut reader = RequestReader::new(stream, state.config.limits.clone(), taken);
     loop {
         match reader.next_request(&mut writer) {
             Ok(req) => {
