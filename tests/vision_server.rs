@@ -6,7 +6,9 @@
 //! naming the part, with the server alive; `/completion`'s `multimodal_data` gives the same
 //! text; without a projector an image is a 400 worded as llama-server's. SmolVLM's tiles (with
 //! the text between them) go through the slots the same way: llama-mtmd-cli's greedy text
-//! (tests/data/vision/greedy.json), and the same image again reuses the whole prefix.
+//! (tests/data/vision/greedy.json), and the same image again reuses the whole prefix. A slot
+//! holding a Gemma 3 image (its rows read both ways) is saved, restored by another server
+//! process, and the same request there reuses it and gives llama-mtmd-cli's text.
 
 mod common;
 
@@ -163,17 +165,8 @@ fn smolvlm_tiles_answer_as_llama_mtmd_cli() {
     let Some((text, mmproj)) = llava::family_pair("smolvlm") else {
         return;
     };
-    let doc: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(common::projector::data_dir().join("greedy.json")).unwrap(),
-    )
-    .unwrap();
     // The first SmolVLM case: "Describe." after the 130×50 picture (2×1 tiles and the overview).
-    let case = doc["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["family"] == "smolvlm")
-        .unwrap();
+    let case = greedy_case("smolvlm");
     assert_eq!(case["pictures"], json!(["130x50"]));
     let mm = mmproj.to_str().unwrap();
     let srv = common::server::start_with(
@@ -197,4 +190,83 @@ fn smolvlm_tiles_answer_as_llama_mtmd_cli() {
     assert_eq!(again["choices"][0]["message"]["content"], case["text"]);
     let cached = again["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64();
     assert_eq!(cached, Some(n_prompt - 1), "{again}");
+}
+
+/// The first case of `family` in tests/data/vision/greedy.json.
+fn greedy_case(family: &str) -> Value {
+    let doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(common::projector::data_dir().join("greedy.json")).unwrap(),
+    )
+    .unwrap();
+    doc["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["family"] == family)
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn a_slot_with_a_gemma3_image_is_saved_and_restored() {
+    let Some((text, mmproj)) = llava::family_pair("gemma3") else {
+        return;
+    };
+    // "Describe." after the 224×224 picture.
+    let case = greedy_case("gemma3");
+    assert_eq!(case["pictures"], json!(["224x224"]));
+    let dir = std::env::temp_dir().join(format!("llamafile-vision-slots-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let args = [
+        "--mmproj",
+        mmproj.to_str().unwrap(),
+        "--chat-template",
+        "gemma",
+        "-np",
+        "1",
+        "--slot-save-path",
+        dir.to_str().unwrap(),
+    ];
+    let url = data_url(&llava::picture_png(224, 224));
+    let a = common::server::start_with(&text, &args);
+    let first = post(a.port, "/v1/chat/completions", &ask(&url));
+    assert_eq!(
+        first.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&first.body)
+    );
+    let first = first.json();
+    assert_eq!(first["choices"][0]["message"]["content"], case["text"]);
+    let n_prompt = first["usage"]["prompt_tokens"].as_u64().unwrap();
+    let saved = post(
+        a.port,
+        "/slots/0?action=save",
+        &json!({"filename": "image.bin"}),
+    );
+    assert_eq!(
+        saved.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&saved.body)
+    );
+    drop(a);
+    let b = common::server::start_with(&text, &args);
+    let restored = post(
+        b.port,
+        "/slots/0?action=restore",
+        &json!({"filename": "image.bin"}),
+    );
+    assert_eq!(
+        restored.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&restored.body)
+    );
+    assert!(restored.json()["n_restored"].as_u64().unwrap() >= n_prompt);
+    let again = post(b.port, "/v1/chat/completions", &ask(&url)).json();
+    assert_eq!(again["choices"][0]["message"]["content"], case["text"]);
+    let cached = again["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64();
+    assert_eq!(cached, Some(n_prompt - 1), "{again}");
+    std::fs::remove_dir_all(&dir).ok();
 }
