@@ -1,8 +1,10 @@
 //! Embeddings of a decoder model, as llama.cpp computes them: the hidden states after the last
 //! block and the output norm (before the output head), one vector per token, then pooled
-//! (`--pooling`) and normalised (`embd_normalize`).
+//! (`--pooling`) and normalised (`embd_normalize`). Rank pooling (`--pooling rank`, reranking)
+//! reads the last token's state through the model's classification head
+//! ([`crate::model::Classifier`]): one score per label, softmaxed for Qwen3 as llama.cpp does.
 //!
-//! Owns pooling and normalisation; the forward pass is [`PlacedModel::hidden_states`](crate::engine::PlacedModel::hidden_states). A sequence is
+//! Owns pooling, the classification head and normalisation; the forward pass is [`PlacedModel::hidden_states`](crate::engine::PlacedModel::hidden_states). A sequence is
 //! run through a private KV cache in chunks of the batch size, so a text longer than one batch
 //! gives the same vectors a single pass would.
 
@@ -20,34 +22,32 @@ pub enum Pooling {
     Cls,
     /// The last token's vector.
     Last,
+    /// The last token's vector through the classification head: a reranker's scores.
+    Rank,
 }
 
 /// Why a pooling name was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PoolingError {
-    #[error(
-        "--pooling rank: this build does not support reranking (rank pooling needs a reranker model's classifier head)"
-    )]
-    Rank,
     #[error("--pooling {0}: expected none, mean, cls, last or rank")]
     Unknown(String),
 }
 
 impl Pooling {
-    /// llama.cpp's names: `none`, `mean`, `cls`, `last` (`rank` is reranking, not built).
+    /// llama.cpp's names: `none`, `mean`, `cls`, `last`, `rank`.
     pub fn parse(name: &str) -> Result<Pooling, PoolingError> {
         match name {
             "none" => Ok(Pooling::None),
             "mean" => Ok(Pooling::Mean),
             "cls" => Ok(Pooling::Cls),
             "last" => Ok(Pooling::Last),
-            "rank" => Err(PoolingError::Rank),
+            "rank" => Ok(Pooling::Rank),
             other => Err(PoolingError::Unknown(other.to_string())),
         }
     }
 
     /// The pooling of `model` when `--pooling` is not given: the GGUF's
-    /// `{arch}.pooling_type` (llama.cpp's numbering: 0 none, 1 mean, 2 cls, 3 last), else none,
+    /// `{arch}.pooling_type` (llama.cpp's numbering: 0 none, 1 mean, 2 cls, 3 last, 4 rank), else none,
     /// which is what llama.cpp picks for the decoder models it runs.
     pub fn model_default(model: &PlacedModel) -> Pooling {
         let arch = model.file.get_str("general.architecture").unwrap_or("");
@@ -59,6 +59,7 @@ impl Pooling {
             1 => Pooling::Mean,
             2 => Pooling::Cls,
             3 => Pooling::Last,
+            4 => Pooling::Rank,
             _ => Pooling::None,
         }
     }
@@ -69,13 +70,18 @@ impl Pooling {
             Pooling::Mean => "mean",
             Pooling::Cls => "cls",
             Pooling::Last => "last",
+            Pooling::Rank => "rank",
         }
     }
 }
 
 /// The embedding of `tokens` (one sequence, non-empty, at most `n_ctx` tokens): one vector
-/// per token for [`Pooling::None`], else one pooled vector; not normalised. Runs at most
-/// `n_batch` tokens per forward pass through a cache of `n_ctx` positions.
+/// per token for [`Pooling::None`], else one pooled vector ([`Pooling::Rank`]: the
+/// classification head's outputs); not normalised. Runs at most `n_batch` tokens per forward
+/// pass through a cache of `n_ctx` positions.
+///
+/// Panics for [`Pooling::Rank`] on a model without a classification head (check
+/// [`rank_ready`] first).
 pub fn embed(
     model: &PlacedModel,
     tokens: &[u32],
@@ -89,7 +95,7 @@ pub fn embed(
     let wanted = |i: usize| match pooling {
         Pooling::None | Pooling::Mean => true,
         Pooling::Cls => i == 0,
-        Pooling::Last => i == last,
+        Pooling::Last | Pooling::Rank => i == last,
     };
     let mut caches = [model.new_cache(n_ctx)];
     let mut rows = Vec::new();
@@ -108,7 +114,46 @@ pub fn embed(
         Pooling::None => rows.chunks_exact(e).map(<[f32]>::to_vec).collect(),
         Pooling::Mean => vec![mean_rows(&rows, e)],
         Pooling::Cls | Pooling::Last => vec![rows],
+        Pooling::Rank => {
+            let head = model.weights.classifier.as_ref().expect("rank_ready");
+            vec![classify(model, head, &rows)]
+        }
     }
+}
+
+/// Why `model` cannot rank, if it cannot: rank pooling needs a classification head.
+pub fn rank_ready(model: &PlacedModel) -> Result<(), String> {
+    if model.weights.classifier.is_some() {
+        return Ok(());
+    }
+    Err(format!(
+        "--rerank (--pooling rank): the model has no classification head ({} of a reranker \
+         GGUF, such as a converted Qwen3-Reranker); this {} model is not a reranker",
+        crate::model::CLS_OUT,
+        model.config.arch.name()
+    ))
+}
+
+/// The head's outputs for one output-normed hidden row `h`, softmaxed where the head says.
+fn classify(model: &PlacedModel, head: &crate::model::Classifier, h: &[f32]) -> Vec<f32> {
+    let mut out = vec![0f32; head.n_out()];
+    crate::ops::matmul(&head.out.mat(&model.file), h, 1, &mut out);
+    if head.softmax {
+        softmax(&mut out);
+    }
+    out
+}
+
+/// ggml's `soft_max` of one row: `exp(x - max)`, summed in f64, scaled by the sum's inverse.
+fn softmax(v: &mut [f32]) {
+    let max = v.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0f64;
+    for x in v.iter_mut() {
+        *x = (*x - max).exp();
+        sum += f64::from(*x);
+    }
+    let inv = (1.0 / sum) as f32;
+    v.iter_mut().for_each(|x| *x *= inv);
 }
 
 /// The mean of the `e`-float rows of `rows`.
@@ -163,6 +208,17 @@ mod tests {
     }
 
     #[test]
+    fn softmax_sums_to_one() {
+        let mut v = [1.0f32, 3.0];
+        softmax(&mut v);
+        let want = 1.0 / (1.0 + 2f32.exp());
+        assert!(
+            (v[0] - want).abs() < 1e-7 && (v[0] + v[1] - 1.0).abs() < 1e-7,
+            "{v:?}"
+        );
+    }
+
+    #[test]
     fn mean_of_rows() {
         assert_eq!(mean_rows(&[1.0, 2.0, 3.0, 6.0], 2), vec![2.0, 4.0]);
     }
@@ -171,8 +227,7 @@ mod tests {
     fn pooling_names() {
         assert_eq!(Pooling::parse("mean"), Ok(Pooling::Mean));
         assert_eq!(Pooling::parse("last").map(Pooling::name), Ok("last"));
-        let e = Pooling::parse("rank").unwrap_err().to_string();
-        assert!(e.contains("reranking"), "{e}");
+        assert_eq!(Pooling::parse("rank").map(Pooling::name), Ok("rank"));
         assert!(Pooling::parse("max").is_err());
     }
 }

@@ -98,14 +98,6 @@ fn refused_features_exit_non_zero_in_one_line_naming_the_feature() {
             "--audio a.wav: audio input is not built",
         ),
         (
-            &["--rerank"],
-            "--rerank: this build does not support reranking",
-        ),
-        (
-            &["--embeddings", "--pooling", "rank"],
-            "--pooling rank: this build does not support reranking",
-        ),
-        (
             &["-hf", "user/model"],
             "--hf-repo: this build does not support downloading models",
         ),
@@ -178,20 +170,22 @@ fn run_env(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
 fn variables_act_like_flags_and_the_command_line_wins() {
     // A refused feature asked for by its variable is refused, naming the variable; switched
     // off by it, nothing is refused.
-    let (ok, err) = run_env(&[], &[("LLAMA_ARG_RERANKING", "1")]);
+    let (ok, err) = run_env(&[], &[("LLAMA_ARG_AGENT", "1")]);
     assert!(
-        !ok && err.contains("--rerank (from LLAMA_ARG_RERANKING)"),
+        !ok && err.contains("--agent (from LLAMA_ARG_AGENT)"),
         "{err}"
     );
-    let (_, err) = run_env(&[], &[("LLAMA_ARG_RERANKING", "false")]);
+    let (_, err) = run_env(&[], &[("LLAMA_ARG_AGENT", "false")]);
     assert!(err.contains("no model given"), "{err}");
     // An acting switch reads its variable the same way.
     let (_, err) = run_env(&[], &[("LLAMA_ARG_EMBEDDINGS", "1")]);
     assert!(err.contains("no model given"), "{err}");
     let (_, err) = run_env(&[], &[("LLAMA_ARG_EMBEDDINGS", "maybe")]);
     assert!(err.contains("LLAMA_ARG_EMBEDDINGS=maybe"), "{err}");
-    let (_, err) = run_env(&[], &[("LLAMA_ARG_POOLING", "rank")]);
-    assert!(err.contains("reranking"), "{err}");
+    let (_, err) = run_env(&[], &[("LLAMA_ARG_POOLING", "max")]);
+    assert!(err.contains("--pooling"), "{err}");
+    let (_, err) = run_env(&[], &[("LLAMA_ARG_RERANKING", "maybe")]);
+    assert!(err.contains("LLAMA_ARG_RERANKING=maybe"), "{err}");
     // Values from variables are checked like values on the command line.
     let (_, err) = run_env(&[], &[("LLAMA_ARG_SPLIT_MODE", "diagonal")]);
     assert!(err.contains("--split-mode"), "{err}");
@@ -203,6 +197,6 @@ fn variables_act_like_flags_and_the_command_line_wins() {
     let (_, err) = run_env(&[], &[("LLAMA_ARG_ROPE_SCALE", "4")]);
     assert!(err.contains("--rope-scale 4"), "{err}");
     // A switch pair: the variable turns the default off, the command line turns it back on.
-    let (_, err) = run_env(&["--rerank"], &[("LLAMA_ARG_RERANKING", "0")]);
-    assert!(err.contains("--rerank:"), "{err}");
+    let (_, err) = run_env(&["--agent"], &[("LLAMA_ARG_AGENT", "0")]);
+    assert!(err.contains("--agent:"), "{err}");
 }

@@ -1,6 +1,6 @@
 //! llama.cpp flags about what is loaded beside the weights of `-m`: downloads (Hugging Face,
 //! Docker, URLs, preset models), adapters (LoRA, control vectors), metadata and RoPE overrides,
-//! the multimodal flags that do not act (offload, video) and reranking. A flag that asks for
+//! the multimodal flags that do not act (offload, video). A flag that asks for
 //! something not built is refused in one line naming it; a flag that only tunes it is accepted.
 //! The embedding and infill flags that act are in `embedding_flags`, the multimodal ones
 //! (`--mmproj`, `--image`) in `media_flags`.
@@ -41,7 +41,7 @@ const fn preset(long: &'static [&'static str]) -> Flag {
     )
 }
 
-/// Model sources, adapters, overrides, multimodal and reranking flags.
+/// Model sources, adapters, overrides and multimodal flags.
 pub const FLAGS: &[Flag] = &[
     switch(
         &["cache-list"],
@@ -317,13 +317,7 @@ pub const FLAGS: &[Flag] = &[
         None,
         Effect::NoOp("images come in requests as base64 data: URLs; file URLs are not read"),
     ),
-    // Reranking (embeddings and infill: `embedding_flags`).
-    switch(
-        &["rerank", "reranking"],
-        &[],
-        Some("LLAMA_ARG_RERANKING"),
-        Effect::Refused("reranking (/rerank)"),
-    ),
+    // Reranking, embeddings and infill: `embedding_flags`.
     valued(
         &["embd-normalize"],
         &[],

@@ -151,13 +151,30 @@ impl Arch {
 }
 
 /// Architectures llama.cpp runs that are known here but not built, and what they would need.
-const NOT_BUILT: [(&str, &str); 2] = [
+const NOT_BUILT: [(&str, &str); 7] = [
     (
         "llama4",
         "chunked attention and sigmoid expert gating applied before the experts",
     ),
     ("qwen3next", "gated delta-net linear attention"),
+    (BERT_ARCHS[0], BERT_ENCODER),
+    (BERT_ARCHS[1], BERT_ENCODER),
+    (BERT_ARCHS[2], BERT_ENCODER),
+    (BERT_ARCHS[3], BERT_ENCODER),
+    (BERT_ARCHS[4], BERT_ENCODER),
 ];
+
+/// Encoder architectures (embedding models and rerankers such as bge-reranker) this engine
+/// does not run.
+const BERT_ARCHS: [&str; 5] = [
+    "bert",
+    "modern-bert",
+    "nomic-bert",
+    "jina-bert-v2",
+    "neo-bert",
+];
+const BERT_ENCODER: &str = "a BERT-style encoder (bidirectional attention, learned positions, \
+     token types); encoder rerankers such as bge-reranker are not built, Qwen3 rerankers are";
 
 /// Activation of the gated feed-forward block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 //! engine's (`engine::PlacedModel`); this module imports neither.
 
 mod batch;
+mod classifier;
 mod config;
 pub mod lora;
 mod mla;
@@ -11,6 +12,7 @@ mod moe_config;
 mod weights;
 
 pub use batch::{Batch, ForwardPlan};
+pub use classifier::{Classifier, CLS_OUT};
 pub use config::{
     Arch, Config, Family, FfnActivation, Fused, NormPlacement, RopeConfig, RopeFactors,
     SlidingWindow, SwaRule,

@@ -9,6 +9,7 @@ use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
 
+use super::classifier::Classifier;
 use super::mla::{MlaConfig, MlaQuery, MlaWeights};
 use super::{Config, ModelError, MoeConfig, NormPlacement, RopeFactors};
 use crate::gguf::{GgufFile, TensorInfo};
@@ -164,6 +165,8 @@ pub struct Weights {
     pub rope_freqs: Option<Arc<[f32]>>,
     pub rope_long: Option<Arc<[f32]>>,
     pub rope_short: Option<Arc<[f32]>>,
+    /// A reranker's classification head (`cls.output.weight`), when the file has one.
+    pub classifier: Option<Classifier>,
 }
 
 impl Weights {
@@ -276,6 +279,7 @@ impl Weights {
                 factors("rope_factors_short.weight")?,
             ),
         };
+        let classifier = super::classifier::load(&l, cfg)?;
         // A tensor the forward pass does not read means the file asks for math this engine
         // does not do (llama.cpp refuses such files too): say so rather than guess.
         let used = l.used.borrow();
@@ -293,18 +297,19 @@ impl Weights {
             rope_freqs,
             rope_long,
             rope_short,
+            classifier,
         })
     }
 }
 
-struct Lookup<'a> {
-    file: &'a GgufFile,
+pub(super) struct Lookup<'a> {
+    pub(super) file: &'a GgufFile,
     /// Names of the tensors looked up so far.
     used: RefCell<HashSet<String>>,
 }
 
 impl Lookup<'_> {
-    fn tensor(&self, name: &str, dims: &[usize]) -> Result<Tensor, ModelError> {
+    pub(super) fn tensor(&self, name: &str, dims: &[usize]) -> Result<Tensor, ModelError> {
         let info = self
             .file
             .tensor(name)

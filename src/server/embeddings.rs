@@ -19,9 +19,9 @@ use crate::embedding::{embed, normalize, Pooling};
 use serde_json::{json, Value};
 use std::sync::Mutex;
 
-/// Held while a request computes, so that concurrent requests queue instead of splitting the
-/// compute threads between them.
-static COMPUTING: Mutex<()> = Mutex::new(());
+/// Held while a request computes (here and in `rerank`), so that concurrent requests queue
+/// instead of splitting the compute threads between them.
+pub(super) static COMPUTING: Mutex<()> = Mutex::new(());
 
 /// Which endpoint was called: the shape of the answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

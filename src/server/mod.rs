@@ -32,6 +32,7 @@ mod metrics;
 mod native;
 mod openai;
 mod protocol;
+mod rerank;
 mod response;
 mod responses;
 mod routes;
@@ -310,6 +311,7 @@ pub fn serve_from_cli(
     media: Option<Media>,
 ) -> Result<()> {
     let config = config_from_cli(cli, model_name, n_ctx)?;
+    rerank::check_model(&loaded, config.embeddings, config.pooling)?;
     let template = crate::chat::template_override(cli, &loaded.tokenizer)?;
     let draft = match &cli.spec.model_draft {
         Some(name) => Some(

@@ -9,7 +9,7 @@ use super::error::ApiError;
 use super::http::Request;
 use super::response::{Responder, Response};
 use super::{
-    anthropic, infill, native, openai, responses, slot_actions, static_files, webui, State,
+    anthropic, infill, native, openai, rerank, responses, slot_actions, static_files, webui, State,
 };
 
 /// Answers one request; errors become JSON error responses.
@@ -144,6 +144,9 @@ fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiErr
             embeddings::handle(state, &req.body, rsp, Api::Native)
         }
         "/infill" if post => infill::handle(state, &req.body, rsp),
+        "/rerank" | "/reranking" | "/v1/rerank" | "/v1/reranking" if post => {
+            rerank::handle(state, &req.body, rsp)
+        }
         "/tokenize" if post => send(rsp, native::tokenize(state, &req.body)?),
         "/detokenize" if post => send(rsp, native::detokenize(state, &req.body)?),
         "/apply-template" if post => send(rsp, native::apply_template(state, &req.body)?),
@@ -167,7 +170,11 @@ fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiErr
         | "/v1/embeddings"
         | "/embedding"
         | "/embeddings"
-        | "/infill" => Err(method_not_allowed(&req.method, "POST")),
+        | "/infill"
+        | "/rerank"
+        | "/reranking"
+        | "/v1/rerank"
+        | "/v1/reranking" => Err(method_not_allowed(&req.method, "POST")),
         _ => Err(ApiError::not_found(format!(
             "no endpoint {} {} (see GET /props and the README for the API)",
             req.method,

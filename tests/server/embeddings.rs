@@ -361,21 +361,6 @@ fn without_embedding_the_endpoints_answer_501() {
     }
 }
 
-#[test]
-fn pooling_rank_is_refused_in_one_line() {
-    let model = std::path::Path::new("/nonexistent.gguf");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_llamafile"))
-        .arg("-m")
-        .arg(model)
-        .args(["--embedding", "--pooling", "rank"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("reranking"), "{err}");
-}
-
 /// Standard base64, decoded (the test's own reading of what the server wrote).
 fn decode_base64(s: &str) -> Vec<u8> {
     let value = |c: u8| match c {

@@ -24,6 +24,7 @@ mod listen;
 mod metrics;
 mod parity;
 mod reasoning;
+mod rerank;
 mod responses;
 mod sampling;
 mod slot_files;

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Records llama-server's /v1/rerank answers on the synthetic Qwen3 rerankers of
+tools/synth-model.py (`qwen3-rerank`, with the rerank prompt template, and
+`qwen3-rerank-plain`, without), for tests/server/rerank.rs. Writes
+tests/data/server/rerank-qwen3.json: each model's SHA-256 and, per request, the answer.
+
+Usage: tools/make-rerank-refs.py [LLAMA_CPP_BIN_DIR] (default ~/.cache/llama-cpp-ref/bin).
+The models are written to $LLAMAFILE_SYNTH (default ~/.cache/llamafile-rs/synth), with the
+vocabulary of SmolLM2 (packaging/fetch-models.sh smollm2).
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = sys.argv[1] if len(sys.argv) > 1 else os.path.expanduser("~/.cache/llama-cpp-ref/bin")
+MODELS = os.environ.get("LLAMAFILE_MODELS", os.path.expanduser("~/.cache/llamafile-rs/models"))
+SYNTH = os.environ.get("LLAMAFILE_SYNTH", os.path.expanduser("~/.cache/llamafile-rs/synth"))
+OUT = os.path.join(ROOT, "tests/data/server/rerank-qwen3.json")
+PORT = 18978
+
+DOCUMENTS = [
+    "A machine is a physical system that uses power to apply forces and control movement.",
+    "Learning is the process of acquiring new understanding, knowledge and skills.",
+    "Machine learning is a field of study in artificial intelligence concerned with "
+    "statistical algorithms that learn from data.",
+    "Paris, capitale de la France, est une grande ville européenne.",
+    "hi",
+    "The giant panda is a bear species endemic to China.",
+]
+
+# Each request is sent to every model; the test replays them.
+REQUESTS = [
+    {"path": "/v1/rerank", "body": {"query": "Machine learning is", "documents": DOCUMENTS}},
+    {"path": "/rerank", "body": {"query": "What is a panda?", "documents": DOCUMENTS, "top_n": 3}},
+    {"path": "/rerank", "body": {"query": "Machine learning is", "texts": DOCUMENTS[:3],
+                                 "return_text": True}},
+]
+
+
+def post(path, body):
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{PORT}{path}",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.load(r)
+
+
+def serve(model, args):
+    env = dict(os.environ, LD_LIBRARY_PATH=BIN)
+    p = subprocess.Popen(
+        [os.path.join(BIN, "llama-server"), "-m", model, "--port", str(PORT), "-t", "2", *args],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    for _ in range(300):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/health", timeout=1) as r:
+                if r.status == 200:
+                    return p
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        time.sleep(0.2)
+    p.kill()
+    sys.exit("llama-server did not start")
+
+
+def synth(family):
+    path = os.path.join(SYNTH, f"{family}-f16.gguf")
+    if not os.path.exists(path):
+        os.makedirs(SYNTH, exist_ok=True)
+        subprocess.run(
+            [sys.executable, os.path.join(ROOT, "tools/synth-model.py"), family, "f16", path,
+             "--vocab-from", os.path.join(MODELS, "SmolLM2-135M-Instruct.Q4_1.gguf")],
+            check=True,
+        )
+    with open(path, "rb") as f:
+        return path, hashlib.sha256(f.read()).hexdigest()
+
+
+def main():
+    out = {"requests": REQUESTS, "models": []}
+    for family in ["qwen3-rerank", "qwen3-rerank-plain"]:
+        path, sha = synth(family)
+        # One slot: each document is scored alone, as the test's server does.
+        p = serve(path, ["--rerank", "-c", "1024", "-np", "1"])
+        try:
+            answers = [post(r["path"], r["body"]) for r in REQUESTS]
+        finally:
+            p.kill()
+            p.wait()
+        out["models"].append({"family": family, "type": "f16", "model_sha256": sha,
+                              "answers": answers})
+    os.makedirs(os.path.dirname(OUT), exist_ok=True)
+    with open(OUT, "w") as f:
+        json.dump(out, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
