@@ -185,6 +185,9 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
     let mut loaded = load_model(&name, own)?;
     place_layers(cli, &mut loaded.model, &gpu, gpu_opts.mode)?;
     loaded.model.set_kv_types(cli.compat.kv_types())?;
+    for ((path, _), scale) in cli.lora.adapters.iter().zip(cli.lora.initial_scales()) {
+        loaded.model.add_lora(std::path::Path::new(path), scale)?;
+    }
     if cli.compat.lock_weights() {
         if let Err(e) = loaded.model.file.shared_bytes().lock_in_memory() {
             eprintln!(

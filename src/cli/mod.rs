@@ -13,6 +13,7 @@ mod embedding_flags;
 mod gpu_flags;
 mod hardware;
 mod logging;
+mod lora_flags;
 mod media_flags;
 mod model_flags;
 mod reasoning_flags;
@@ -26,6 +27,7 @@ mod table;
 pub use compat::CompatArgs;
 pub use embedding_flags::EmbeddingArgs;
 pub use gpu_flags::GpuArgs;
+pub use lora_flags::LoraArgs;
 pub use media_flags::MediaArgs;
 pub use reasoning_flags::ReasoningArgs;
 pub use rpc_flags::RpcArgs;
@@ -470,6 +472,9 @@ pub struct Cli {
     pub media: MediaArgs,
 
     #[command(flatten)]
+    pub lora: LoraArgs,
+
+    #[command(flatten)]
     pub rpc: RpcArgs,
 
     #[command(flatten)]
@@ -519,6 +524,7 @@ impl Cli {
         self.srv.resolve(m)?;
         self.emb.resolve(m)?;
         self.media.resolve(m)?;
+        self.lora.resolve(m)?;
         self.spec.resolve(m)?;
         self.reasoning.resolve(m)?;
         self.context_shift = table::pair(
@@ -831,8 +837,8 @@ mod tests {
         assert_eq!(c.prompt.as_deref(), Some("-np"));
         for (argv, needle) in [
             (
-                &["x", "--lora", "a.gguf"][..],
-                "--lora: this build does not support LoRA",
+                &["x", "--control-vector", "a.gguf"][..],
+                "--control-vector: this build does not support control vectors",
             ),
             (
                 &["x", "-hf", "u/m"],

@@ -1,6 +1,7 @@
 //! llama.cpp flags about what is loaded beside the weights of `-m`: downloads (Hugging Face,
-//! Docker, URLs, preset models), adapters (LoRA, control vectors), metadata and RoPE overrides,
-//! the multimodal flags that do not act (offload, video). A flag that asks for
+//! Docker, URLs, preset models), control vectors (LoRA adapters are `lora_flags`), metadata and
+//! RoPE overrides, the multimodal flags that do not act (offload, video). A flag
+//! that asks for
 //! something not built is refused in one line naming it; a flag that only tunes it is accepted.
 //! The embedding and infill flags that act are in `embedding_flags`, the multimodal ones
 //! (`--mmproj`, `--image`) in `media_flags`.
@@ -121,28 +122,6 @@ pub const FLAGS: &[Flag] = &[
         Effect::Refused(
             "llama.cpp's preset speculative configuration (choose one with --spec-type)",
         ),
-    ),
-    valued(
-        &["lora"],
-        &[],
-        "FNAME",
-        Check::Text,
-        None,
-        Effect::Refused("LoRA adapters"),
-    ),
-    valued(
-        &["lora-scaled"],
-        &[],
-        "FNAME:SCALE,...",
-        Check::Text,
-        None,
-        Effect::Refused("LoRA adapters"),
-    ),
-    switch(
-        &["lora-init-without-apply"],
-        &[],
-        None,
-        Effect::NoOp("there are no LoRA adapters to load (--lora is refused)"),
     ),
     valued(
         &["control-vector"],

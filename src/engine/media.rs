@@ -493,10 +493,12 @@ impl Session<'_> {
             let n = rows.len() / n_embd;
             let mut batch = Batch::sequence(&vec![token; n], self.tokens.len(), false);
             batch.bidirectional = img.bidirectional;
-            logits = self.model.try_forward_embeddings(
+            let lora = self.lora.as_ref().unwrap_or(self.model.lora_mix());
+            logits = self.model.try_forward_embeddings_mix(
                 &batch,
                 rows,
                 std::slice::from_mut(&mut self.cache),
+                lora,
             )?;
             self.tokens.extend(std::iter::repeat_n(token, n));
         }

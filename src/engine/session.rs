@@ -10,7 +10,7 @@ use crate::backend::{BackendError, SeqCache};
 use crate::backend::{KvCache, KvStateError};
 use crate::engine::speculative::Speculator;
 use crate::engine::PlacedModel;
-use crate::model::{Batch, ForwardPlan};
+use crate::model::{Batch, ForwardPlan, LoraMix};
 use crate::sampling::Sampler;
 use std::ops::ControlFlow;
 
@@ -72,6 +72,10 @@ pub struct Session<'m> {
     /// Context shift when the context fills: keep this many leading tokens, drop half of the
     /// rest (`--context-shift`, `--keep`). `None`: a full context ends generation.
     pub context_shift: Option<usize>,
+    /// The LoRA adapters' scales of this sequence's passes (a server request's `lora`);
+    /// `None`: the model's own (`--lora`). Its cache holds what they computed: change it only
+    /// with the cache emptied.
+    pub lora: Option<LoraMix>,
 }
 
 impl<'m> Session<'m> {
@@ -109,7 +113,13 @@ impl<'m> Session<'m> {
             n_batch: n_batch.max(1),
             plan: ForwardPlan { n_layers, ..plan },
             context_shift: None,
+            lora: None,
         }
+    }
+
+    /// The adapters' scales this session's passes use.
+    pub fn lora(&self) -> &LoraMix {
+        self.lora.as_ref().unwrap_or(self.model.lora_mix())
     }
 
     /// Forgets every token after the first `keep`.
@@ -132,9 +142,16 @@ impl<'m> Session<'m> {
         let mut out = Vec::new();
         for chunk in tokens.chunks(self.n_batch) {
             let batch = Batch::sequence(chunk, self.tokens.len(), all_logits);
-            let logits =
-                self.model
-                    .forward_plan(&batch, std::slice::from_mut(&mut self.cache), self.plan);
+            let lora = self.lora.as_ref().unwrap_or(self.model.lora_mix());
+            let logits = self
+                .model
+                .try_forward_mix(
+                    &batch,
+                    std::slice::from_mut(&mut self.cache),
+                    self.plan,
+                    lora,
+                )
+                .unwrap_or_else(|e| panic!("forward pass failed: {e}"));
             self.tokens.extend_from_slice(chunk);
             if all_logits {
                 out.extend_from_slice(&logits);
