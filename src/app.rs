@@ -3,7 +3,7 @@
 
 use crate::backend::{Backend, GpuLayers, LayerPlan};
 use crate::bundle::Bundle;
-use crate::cli::Cli;
+use crate::cli::{Cli, Devices};
 use crate::engine::loaded::{load_model, Loaded};
 use crate::engine::media::Media;
 use crate::engine::session::Session;
@@ -36,13 +36,29 @@ fn place_layers(cli: &Cli, model: &mut PlacedModel, gpu: &GpuStart, mode: GpuMod
         .and_then(GpuLayers::parse)
         .unwrap_or(GpuLayers::Auto);
     let n_layer = model.config.n_layer;
+    let devices = cli.rpc.devices().map_err(anyhow::Error::msg)?;
+    if devices == Some(Devices::Nothing) {
+        // `--device none`: no GPU, no worker.
+        return Ok(());
+    }
+    let named = match &devices {
+        Some(Devices::Named(names)) => Some(names.as_slice()),
+        _ => None,
+    };
     if let Some(endpoints) = cli.rpc.endpoints().map_err(anyhow::Error::msg)? {
+        if let Some(cuda) = named.and_then(|n| n.iter().find(|d| d.starts_with("CUDA"))) {
+            bail!("--device {cuda}: the GPU and --rpc workers are not used together here");
+        }
         let split = cli.rpc.split().map_err(anyhow::Error::msg)?;
         let timeout = std::time::Duration::from_secs(cli.timeout);
-        let plan = crate::backend::rpc::start(model, &endpoints, ngl, split.as_deref(), timeout)?;
+        let plan =
+            crate::backend::rpc::start(model, &endpoints, named, ngl, split.as_deref(), timeout)?;
         plan.notes.iter().for_each(|n| eprintln!("{n}"));
         model.set_placement(plan.placement)?;
         return Ok(());
+    }
+    if let Some(rpc) = named.and_then(|n| n.iter().find(|d| d.starts_with("RPC"))) {
+        bail!("--device: invalid device: {rpc} (no --rpc workers; see --list-devices)");
     }
     let GpuStart::Found(opened) = gpu else {
         for line in gpu.lines(0, n_layer) {
@@ -103,6 +119,22 @@ fn place_layers(cli: &Cli, model: &mut PlacedModel, gpu: &GpuStart, mode: GpuMod
         eprintln!("llamafile: {}", model.placement().describe());
     }
     eprintln!("{}", line_on_gpu(info, split.n_device(), n_layer));
+    Ok(())
+}
+
+/// `--list-devices`: the devices blocks can be offloaded to, as llama.cpp prints them (the CPU
+/// is not listed): the devices of the `--rpc` workers, `  RPC0: HOST:PORT (TOTAL MiB, FREE MiB
+/// free)`, or `  (none)`.
+fn list_devices(cli: &Cli) -> Result<()> {
+    let mut lines = Vec::new();
+    if let Some(endpoints) = cli.rpc.endpoints().map_err(anyhow::Error::msg)? {
+        let timeout = std::time::Duration::from_secs(cli.timeout);
+        lines = crate::backend::rpc::device_lines(&endpoints, timeout)?;
+    }
+    if lines.is_empty() {
+        lines.push("  (none)".to_string());
+    }
+    println!("Available devices:\n{}", lines.join("\n"));
     Ok(())
 }
 
@@ -171,6 +203,9 @@ pub fn prompt_text(cli: &Cli) -> Result<Option<String>> {
 pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
     if let Some([old, out]) = cli.upgrade_engine.as_deref() {
         return upgrade_engine(old, out);
+    }
+    if cli.list_devices {
+        return list_devices(cli);
     }
     let mut clock = RunClock::start();
     let threads = cli
@@ -350,7 +385,7 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
         params.logit_bias.extend(eog);
     }
     let mut sampler = Sampler::new(params, Arc::new(TokenVocab::new(tok)));
-    let mut session = Session::new(&loaded.model, n_ctx, cli.forward_batch());
+    let mut session = Session::try_new(&loaded.model, n_ctx, cli.forward_batch())?;
     session.context_shift = cli
         .context_shift
         .then(|| crate::engine::session::keep_tokens(cli.keep, &prompt, tok.bos()));
@@ -368,8 +403,11 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
         n_ctx,
         cli.forward_batch(),
     )?;
-    let logits = session.feed(&prompt, false);
+    let logits = session.feed(&prompt, false)?;
     clock.mark_prompt(prompt.len());
+    // The workers' traffic from here on is generation's (`--verbose` reports it per token).
+    let traffic_before = crate::backend::rpc::total_traffic();
+    let mut n_emitted = 0usize;
     let mut out = std::io::stdout().lock();
     let mut decoder = if cli.compat.special {
         StreamDecoder::showing_specials()
@@ -381,6 +419,7 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
     let mut write_err = None;
     let on_token = |ev: &crate::engine::session::TokenEvent| {
         clock.mark_token();
+        n_emitted += 1;
         if let Some(t) = trace.as_mut() {
             if let Err(e) = write_trace(t, tok, ev.id, ev.logits) {
                 write_err = Some(e);
@@ -411,7 +450,7 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
         is_eog,
         on_token,
         spec.as_mut(),
-    );
+    )?;
     if let Some(spec) = spec.as_mut() {
         spec.finish()?;
     }
@@ -426,6 +465,16 @@ fn run_generate(cli: &Cli, loaded: &Loaded, text: &str, mut clock: RunClock) -> 
     }
     if cli.verbose {
         eprintln!("\n{}", clock.report_now());
+        let (sent, received) = crate::backend::rpc::total_traffic();
+        let (sent, received) = (sent - traffic_before.0, received - traffic_before.1);
+        if sent > 0 && n_emitted > 0 {
+            let n = n_emitted as u64;
+            eprintln!(
+                "llamafile: RPC traffic: {} bytes sent, {} received per generated token ({n} tokens)",
+                sent / n,
+                received / n
+            );
+        }
         if let Some(spec) = &spec {
             eprintln!("llamafile: {}", spec.summary());
         }

@@ -26,6 +26,9 @@ pub enum PerplexityError {
     },
     #[error("context size {0} is too small for perplexity (need at least 4)")]
     ContextTooSmall(usize),
+    /// A backend failed (a device, an RPC worker).
+    #[error(transparent)]
+    Backend(#[from] crate::backend::BackendError),
 }
 
 /// Scores `tokens` in chunks of `n_ctx`, printing llama-perplexity's progress line to `progress`.
@@ -56,8 +59,8 @@ pub fn perplexity(
         if let Some(b) = bos {
             input[0] = b;
         }
-        let mut session = Session::new(model, n_ctx, n_batch);
-        let logits = session.feed(&input, true);
+        let mut session = Session::try_new(model, n_ctx, n_batch)?;
+        let logits = session.feed(&input, true)?;
         for j in first..n_ctx - 1 {
             let row = &logits[j * n_vocab..(j + 1) * n_vocab];
             let target = tokens[chunk * n_ctx + j + 1] as usize;

@@ -71,15 +71,18 @@ fn check(stem: &str, cuts: &[usize]) {
     for (i, &t) in prompt[..12].iter().enumerate() {
         assert_same(
             &format!("{stem}: token {i}"),
-            &sa.feed(&[t], false),
-            &sb.feed(&[t], false),
+            &sa.feed(&[t], false).unwrap(),
+            &sb.feed(&[t], false).unwrap(),
         );
     }
     assert_same_cache(&format!("{stem}: single"), ma, &sa.cache, &sb.cache, 12);
 
     // One batch with every position's logits (the tiled path for runs of 64+ tokens).
     let (mut sa, mut sb) = (Session::new(ma, 256, 512), Session::new(mb, 256, 512));
-    let (la, lb) = (sa.feed(&prompt, true), sb.feed(&prompt, true));
+    let (la, lb) = (
+        sa.feed(&prompt, true).unwrap(),
+        sb.feed(&prompt, true).unwrap(),
+    );
     assert_same(&format!("{stem}: batch"), &la, &lb);
     assert_same_cache(
         &format!("{stem}: batch"),
@@ -95,7 +98,10 @@ fn check(stem: &str, cuts: &[usize]) {
     next.extend_from_slice(&other);
     assert_eq!(sa.keep_prefix(&next, next.len()), 30);
     assert_eq!(sb.keep_prefix(&next, next.len()), 30);
-    let (la, lb) = (sa.feed(&other, true), sb.feed(&other, true));
+    let (la, lb) = (
+        sa.feed(&other, true).unwrap(),
+        sb.feed(&other, true).unwrap(),
+    );
     assert_same(&format!("{stem}: after truncation"), &la, &lb);
 
     // Several sequences in one batch: a decode step of sequence 0 beside 70 prompt tokens of
@@ -132,9 +138,9 @@ fn check(stem: &str, cuts: &[usize]) {
     // Context shift: keep 4, drop half of the rest, go on feeding.
     fn shifted<'m>(m: &'m PlacedModel, prompt: &[u32], other: &[u32]) -> (Vec<f32>, Session<'m>) {
         let mut s = Session::new(m, 96, 512);
-        s.feed(prompt, false);
-        assert!(shift_context(m, &mut s.cache, &mut s.tokens, 4));
-        let logits = s.feed(other, true);
+        s.feed(prompt, false).unwrap();
+        assert!(shift_context(m, &mut s.cache, &mut s.tokens, 4).unwrap());
+        let logits = s.feed(other, true).unwrap();
         (logits, s)
     }
     let ((la, sa), (lb, sb)) = (shifted(ma, &prompt, &other), shifted(mb, &prompt, &other));
@@ -153,7 +159,10 @@ fn check(stem: &str, cuts: &[usize]) {
             Session::with_layers(ma, 128, 512, n_layers),
             Session::with_layers(mb, 128, 512, n_layers),
         );
-        let (la, lb) = (da.feed(&prompt, true), db.feed(&prompt, true));
+        let (la, lb) = (
+            da.feed(&prompt, true).unwrap(),
+            db.feed(&prompt, true).unwrap(),
+        );
         assert_same(&format!("{stem}: early exit at {n_layers}"), &la, &lb);
         assert_eq!(db.cache.layers(), 0..n_layers);
     }

@@ -24,18 +24,19 @@ fn shifted_keys_equal_fresh_keys_at_the_new_positions() {
     assert!(tokens.len() >= 20, "{}", tokens.len());
     let keep = 3;
     let mut shifted = Session::new(&m.model, 64, 512);
-    shifted.feed(&tokens, false);
+    shifted.feed(&tokens, false).unwrap();
     shifted.context_shift = Some(keep);
     assert!(llamafile::engine::session::shift_context(
         &m.model,
         &mut shifted.cache,
         &mut shifted.tokens,
         keep
-    ));
+    )
+    .unwrap());
     let discard_done = tokens.len() - shifted.tokens.len();
     assert_eq!(discard_done, (tokens.len() - keep) / 2);
     let mut fresh = Session::new(&m.model, 64, 512);
-    fresh.feed(&shifted.tokens.clone(), false);
+    fresh.feed(&shifted.tokens.clone(), false).unwrap();
     // Layer 0's keys depend only on the token and its position; values only on the token.
     let kv = m.model.config.kv_dim();
     let n = shifted.tokens.len();

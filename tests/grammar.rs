@@ -34,7 +34,7 @@ fn generate(
     let text = format!("<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n");
     let tokens = m.tokenizer.encode(&text, true, true);
     let mut session = Session::new(&m.model, 2048, 512);
-    let logits = session.feed(&tokens, false);
+    let logits = session.feed(&tokens, false).unwrap();
     let params = SamplingParams {
         temperature: temp,
         seed,
@@ -43,18 +43,20 @@ fn generate(
     };
     let mut sampler = Sampler::new(params, Arc::new(TokenVocab::new(&m.tokenizer)));
     let mut out = Vec::new();
-    let reason = session.generate(
-        logits,
-        &mut sampler,
-        n,
-        |id| m.tokenizer.is_eog(id),
-        |ev| {
-            if !ev.is_eog {
-                out.extend_from_slice(m.tokenizer.token_to_piece(ev.id, false));
-            }
-            true
-        },
-    );
+    let reason = session
+        .generate(
+            logits,
+            &mut sampler,
+            n,
+            |id| m.tokenizer.is_eog(id),
+            |ev| {
+                if !ev.is_eog {
+                    out.extend_from_slice(m.tokenizer.token_to_piece(ev.id, false));
+                }
+                true
+            },
+        )
+        .unwrap();
     (
         String::from_utf8(out).expect("grammar output is UTF-8"),
         reason,

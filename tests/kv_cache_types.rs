@@ -98,7 +98,7 @@ fn a_quantized_cache_saves_restores_and_shifts() {
     };
     m.model.set_kv_types(types).unwrap();
     let mut a = Session::new(&m.model, 64, 512);
-    a.feed(&prompt, false);
+    a.feed(&prompt, false).unwrap();
     let mut saved = Vec::new();
     let n = a.write_state(&mut saved).unwrap();
     assert_eq!(n, saved.len() as u64);
@@ -111,16 +111,14 @@ fn a_quantized_cache_saves_restores_and_shifts() {
     let mut b = Session::new(&m.model, 64, 512);
     b.read_state(&mut saved.as_slice()).unwrap();
     let next = [prompt[1]];
-    assert_eq!(a.feed(&next, false), b.feed(&next, false));
+    assert_eq!(a.feed(&next, false).unwrap(), b.feed(&next, false).unwrap());
 
     // a context shift re-encodes the moved keys and generation goes on
-    assert!(llamafile::engine::session::shift_context(
-        &m.model,
-        &mut b.cache,
-        &mut b.tokens,
-        2
-    ));
-    let logits = b.feed(&next, false);
+    assert!(
+        llamafile::engine::session::shift_context(&m.model, &mut b.cache, &mut b.tokens, 2)
+            .unwrap()
+    );
+    let logits = b.feed(&next, false).unwrap();
     assert!(logits.iter().all(|x| x.is_finite()));
 
     // the same bytes into an f16 cache are refused, naming both types

@@ -29,7 +29,7 @@ fn load(family: &str) -> Option<Loaded> {
 fn generate(m: &Loaded, flags: Option<&[&str]>, temperature: f32) -> (Vec<u32>, SpecStats) {
     let prompt = m.tokenizer.encode("Once upon a time, in a", true, true);
     let mut s = Session::new(&m.model, 512, 512);
-    let logits = s.feed(&prompt, false);
+    let logits = s.feed(&prompt, false).unwrap();
     let mut smp = Sampler::new(
         SamplingParams {
             temperature,
@@ -45,7 +45,7 @@ fn generate(m: &Loaded, flags: Option<&[&str]>, temperature: f32) -> (Vec<u32>, 
         true
     };
     let Some(flags) = flags else {
-        s.generate(logits, &mut smp, N, is_eog, on_token);
+        s.generate(logits, &mut smp, N, is_eog, on_token).unwrap();
         return (out, SpecStats::default());
     };
     let mut argv = vec!["llamafile"];
@@ -57,7 +57,8 @@ fn generate(m: &Loaded, flags: Option<&[&str]>, temperature: f32) -> (Vec<u32>, 
     let mut spec = setup::build(&args, m, None, 512, 512)
         .expect("speculator")
         .expect("speculation asked for");
-    s.generate_with_drafts(logits, &mut smp, N, is_eog, on_token, Some(&mut spec));
+    s.generate_with_drafts(logits, &mut smp, N, is_eog, on_token, Some(&mut spec))
+        .unwrap();
     (out, spec.stats)
 }
 

@@ -35,10 +35,10 @@ fn teacher_forced(stem: &str, noise: f64) {
             .map(|s| s["id"].as_u64().unwrap() as u32)
             .collect();
         let mut s = Session::new(&m.model, 1024, 512);
-        s.feed(&prompt[..prompt.len() - 1], false);
+        s.feed(&prompt[..prompt.len() - 1], false).unwrap();
         let mut tail = vec![*prompt.last().unwrap()];
         tail.extend_from_slice(&forced[..forced.len() - 1]);
-        let logits = s.feed(&tail, true);
+        let logits = s.feed(&tail, true).unwrap();
         for (i, st) in ref_steps.iter().enumerate() {
             let row = &logits[i * n_vocab..(i + 1) * n_vocab];
             let argmax = (0..n_vocab)
@@ -82,7 +82,7 @@ fn free_running(stem: &str) {
         assert_eq!(prompt, ids(&g["prompt_ids"]), "{stem}: prompt tokenization");
         let ref_steps = g["steps"].as_array().unwrap();
         let mut s = Session::new(&m.model, 1024, 512);
-        let logits = s.feed(&prompt, false);
+        let logits = s.feed(&prompt, false).unwrap();
         let mut sampler = Sampler::new(
             SamplingParams {
                 temperature: 0.0,
@@ -100,7 +100,8 @@ fn free_running(stem: &str) {
                 ours.push(ev.id);
                 true
             },
-        );
+        )
+        .unwrap();
         for (i, st) in ref_steps.iter().enumerate() {
             let want = st["id"].as_u64().unwrap() as u32;
             let Some(&got) = ours.get(i) else {

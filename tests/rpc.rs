@@ -3,13 +3,14 @@
 //! and Qwen2.5-Coder-0.5B split across the local CPU and two workers give the same greedy text
 //! as a local run and teacher-forced logits within llama.cpp's own noise; a worker killed
 //! mid-generation, an unreachable one and a bad endpoint each end the run with one line naming
-//! the problem. The worker binary is `$LLAMAFILE_RPC_SERVER` or the one
+//! the problem; the server with `--rpc` serves eight slots and a context shift, and answers 503
+//! naming a worker that died. The worker binary is `$LLAMAFILE_RPC_SERVER` or the one
 //! `tools/build-rpc-server.sh` builds; without it the tests say so and pass, except under
 //! `CI=true`, where they fail.
 
 mod common;
 
-use common::{llamafile, model_path, MODELS};
+use common::{http, llamafile, model_path, server, MODELS};
 use llamafile::backend::rpc::{self, Conn, Worker};
 use llamafile::backend::{GpuLayers, Placement};
 use llamafile::engine::load_model;
@@ -167,6 +168,7 @@ fn split_matches_local(stem: &str, noise: f64, ngl: usize) {
     let plan = rpc::start(
         remote.model.data(),
         &endpoints,
+        None,
         GpuLayers::Count(ngl),
         None,
         Duration::from_secs(30),
@@ -176,7 +178,7 @@ fn split_matches_local(stem: &str, noise: f64, ngl: usize) {
     let stages = remote.model.placement().stages();
     assert_eq!(stages.len(), 3, "{}", remote.model.placement().describe());
     assert_eq!(stages[0].name(), "cpu");
-    assert!(stages[1].name().contains(&a.endpoint) && stages[2].name().contains(&b.endpoint));
+    assert_eq!((stages[1].name(), stages[2].name()), ("RPC0", "RPC1"));
 
     // Teacher-forced against llama.cpp's own logits (tests/data/reference), as
     // tests/reference.rs judges the local engine: argmax agreement and the mean top-5 logit
@@ -200,10 +202,10 @@ fn split_matches_local(stem: &str, noise: f64, ngl: usize) {
     let v = local.model.config.n_vocab;
     let judge = |model: &llamafile::engine::PlacedModel| -> (f64, f64) {
         let mut s = Session::new(model, 256, 512);
-        s.feed(&prompt[..prompt.len() - 1], false);
+        s.feed(&prompt[..prompt.len() - 1], false).unwrap();
         let mut tail = vec![*prompt.last().unwrap()];
         tail.extend_from_slice(&forced[..forced.len() - 1]);
-        let logits = s.feed(&tail, true);
+        let logits = s.feed(&tail, true).unwrap();
         let (mut same, mut sum, mut n) = (0usize, 0f64, 0usize);
         for (i, st) in steps.iter().enumerate() {
             let row = &logits[i * v..(i + 1) * v];
@@ -276,7 +278,7 @@ fn split_matches_local(stem: &str, noise: f64, ngl: usize) {
     );
     let stderr = String::from_utf8_lossy(&split.stderr);
     assert!(
-        stderr.contains(&format!("RPC0[{}]", a.endpoint)),
+        stderr.contains(&format!("RPC0 ({})", a.endpoint)),
         "{stderr}"
     );
 }
@@ -329,16 +331,22 @@ fn a_worker_killed_mid_generation_is_reported_in_time() {
     let killed = Instant::now();
     let out = child.wait_with_output().unwrap();
     let took = killed.elapsed();
+    // Within the -to timeout of 5 s (a killed worker's socket closes at once: well within).
     assert!(took < Duration::from_secs(6), "reported after {took:?}");
-    // The generation loop (`Session::feed`) still panics on a backend error, with the error
-    // naming the worker, rather than ending with status 1 (see docs/rpc.md).
-    assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let line = stderr
+    // An error, not a panic (101): one line naming the worker.
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let lines: Vec<&str> = stderr
         .lines()
-        .find(|l| l.contains("RPC worker"))
-        .unwrap_or_else(|| panic!("no line names the worker: {stderr}"));
-    assert!(line.contains(&b.endpoint), "{line}");
+        .filter(|l| l.contains("RPC worker"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].contains(&format!("RPC worker {}: ", b.endpoint)),
+        "{}",
+        lines[0]
+    );
     assert!(
         !out.stdout.is_empty(),
         "it generated before the worker died"
@@ -352,6 +360,166 @@ fn the_connection_is_shared_by_a_workers_devices() {
     let ws =
         Worker::connect_all(std::slice::from_ref(&w.endpoint), Duration::from_secs(5)).unwrap();
     assert_eq!(ws.len(), 1);
-    assert_eq!(ws[0].name, format!("RPC0[{}]", w.endpoint));
+    assert_eq!(ws[0].name, "RPC0");
+    assert_eq!(ws[0].endpoint, w.endpoint);
     assert!(ws[0].memory().unwrap().1 > 0);
+}
+
+/// The text of a `/completion` stream: its events' `content`, in order.
+fn streamed_text(body: &[u8]) -> String {
+    String::from_utf8_lossy(body)
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+        .filter_map(|v| v["content"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Eight concurrent greedy streams, one per slot, each its text.
+fn eight_streams(port: u16) -> Vec<String> {
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let body = serde_json::json!({
+                    "prompt": format!("Write about the number {i}. Once upon a time"),
+                    "n_predict": 24,
+                    "temperature": 0,
+                    "stream": true,
+                });
+                let r = http::post(port, "/completion", &body);
+                assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+                streamed_text(&r.body)
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+#[test]
+fn the_server_runs_on_workers_and_answers_503_naming_a_dead_one() {
+    let Some(p) = model_path(MODELS[0].0) else {
+        return;
+    };
+    let Some((a, mut b)) = two_workers() else {
+        return;
+    };
+    let rpc_list = format!("{},{}", a.endpoint, b.endpoint);
+    // Eight slots of 256 positions each; a context shift when one fills.
+    let common_args = ["-np", "8", "-c", "2048", "--context-shift", "--temp", "0"];
+    let local = server::start_with(&p, &common_args);
+    let want = eight_streams(local.port);
+    drop(local);
+    let mut args = common_args.to_vec();
+    args.extend(["--rpc", &rpc_list, "-ngl", "999", "-to", "5"]);
+    let mut srv = server::start_with(&p, &args);
+    let got = eight_streams(srv.port);
+    assert!(want.iter().all(|t| !t.is_empty()), "{want:?}");
+    assert_eq!(got, want, "greedy streams differ with --rpc");
+
+    // 300 tokens in a slot of 256 positions: the context shifts on the workers' caches.
+    let body = serde_json::json!({
+        "prompt": "Tell me a long story about a dragon.",
+        "n_predict": 300,
+        "temperature": 0,
+        "ignore_eos": true,
+    });
+    let r = http::post(srv.port, "/completion", &body);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["tokens_predicted"], 300, "{}", r.json());
+
+    // A worker killed mid-request: that request and every later one get a 503 naming it, and
+    // /health reports it, while the process stays up.
+    let port = srv.port;
+    let in_flight = std::thread::spawn(move || {
+        let body = serde_json::json!({
+            "prompt": "Count to a million:",
+            "n_predict": 100000,
+            "temperature": 0,
+            "ignore_eos": true,
+        });
+        http::post(port, "/completion", &body)
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    b.child.kill().unwrap();
+    let killed = Instant::now();
+    let r = in_flight.join().unwrap();
+    assert!(
+        killed.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        killed.elapsed()
+    );
+    let names_worker = |r: &http::Reply| {
+        assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
+        let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(msg.contains(&format!("RPC worker {}", b.endpoint)), "{msg}");
+    };
+    names_worker(&r);
+    for stream in [false, true] {
+        let body = serde_json::json!({"prompt": "Hello", "n_predict": 4, "stream": stream});
+        names_worker(&http::post(srv.port, "/completion", &body));
+    }
+    let health = http::send("127.0.0.1", srv.port, "GET", "/health", &[], "");
+    names_worker(&health);
+    assert!(srv.child.try_wait().unwrap().is_none(), "the server exited");
+}
+
+#[test]
+fn list_devices_and_device_name_the_workers_devices_as_llama_cpp() {
+    let Some((a, b)) = two_workers() else {
+        return;
+    };
+    let rpc_list = format!("{},{}", a.endpoint, b.endpoint);
+    // As llama.cpp's common_print_available_devices: the CPU is not listed.
+    let out = llamafile(&["--rpc", &rpc_list, "--list-devices"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines[0], "Available devices:");
+    for (i, (line, ep)) in lines[1..]
+        .iter()
+        .zip([&a.endpoint, &b.endpoint])
+        .enumerate()
+    {
+        let rest = line
+            .strip_prefix(&format!("  RPC{i}: {ep} ("))
+            .unwrap_or_else(|| panic!("{line}"));
+        let (total, free) = rest
+            .strip_suffix(" MiB free)")
+            .and_then(|r| r.split_once(" MiB, "))
+            .unwrap_or_else(|| panic!("{line}"));
+        let (total, free): (u64, u64) = (total.parse().unwrap(), free.parse().unwrap());
+        assert!(total > 0 && free <= total, "{line}");
+    }
+    let out = llamafile(&["--list-devices"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Available devices:\n  (none)\n"
+    );
+
+    let Some(p) = model_path(MODELS[0].0) else {
+        return;
+    };
+    let m = p.to_str().unwrap();
+    let run = |device: &str| {
+        llamafile(&[
+            "-m", m, "-p", "hi", "-n", "2", "--rpc", &rpc_list, "-ngl", "999", "--device", device,
+        ])
+    };
+    // Only the device named takes blocks.
+    let out = run("RPC1");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("RPC1 ({}): layers 0..30", b.endpoint)),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("RPC0"), "{stderr}");
+    // none: everything on the CPU.
+    let out = run("none");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("RPC"), "{stderr}");
+    common::assert_one_line_error(&run("RPC2"), "--device: invalid device: RPC2");
+    common::assert_one_line_error(&run("CPU"), "--device: invalid device: CPU");
 }

@@ -54,20 +54,22 @@ fn constrained_vs_unconstrained_decoding() {
         let mut n_tokens = 0;
         for _ in 0..3 {
             let mut session = Session::new(&m.model, 2048, 512);
-            let logits = session.feed(&prompt, false);
+            let logits = session.feed(&prompt, false).unwrap();
             let mut sampler = Sampler::new(params.clone(), vocab.clone());
             let mut n = 0;
             let t = Instant::now();
-            session.generate(
-                logits,
-                &mut sampler,
-                128,
-                |_| false,
-                |_| {
-                    n += 1;
-                    true
-                },
-            );
+            session
+                .generate(
+                    logits,
+                    &mut sampler,
+                    128,
+                    |_| false,
+                    |_| {
+                        n += 1;
+                        true
+                    },
+                )
+                .unwrap();
             let per = t.elapsed().as_secs_f64() / n as f64;
             best = best.min(per);
             n_tokens = n;

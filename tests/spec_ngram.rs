@@ -67,7 +67,7 @@ const TYPES: [&[&str]; 4] = [
 fn generate(m: &Loaded, flags: Option<&[&str]>) -> (Vec<u32>, SpecStats) {
     let prompt = m.tokenizer.encode(&prompt(), true, true);
     let mut s = Session::new(&m.model, 512, 512);
-    let logits = s.feed(&prompt, false);
+    let logits = s.feed(&prompt, false).unwrap();
     let mut smp = Sampler::new(
         SamplingParams {
             temperature: 0.0,
@@ -82,7 +82,7 @@ fn generate(m: &Loaded, flags: Option<&[&str]>) -> (Vec<u32>, SpecStats) {
         true
     };
     let Some(flags) = flags else {
-        s.generate(logits, &mut smp, N, is_eog, on_token);
+        s.generate(logits, &mut smp, N, is_eog, on_token).unwrap();
         return (out, SpecStats::default());
     };
     let mut argv = vec!["llamafile"];
@@ -94,7 +94,8 @@ fn generate(m: &Loaded, flags: Option<&[&str]>) -> (Vec<u32>, SpecStats) {
     let mut spec = setup::build(&args, m, None, 512, 512)
         .expect("speculator")
         .expect("speculation asked for");
-    s.generate_with_drafts(logits, &mut smp, N, is_eog, on_token, Some(&mut spec));
+    s.generate_with_drafts(logits, &mut smp, N, is_eog, on_token, Some(&mut spec))
+        .unwrap();
     (out, spec.stats)
 }
 

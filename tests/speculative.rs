@@ -54,7 +54,7 @@ fn generate(
 ) -> (Vec<u32>, SpecStats) {
     let prompt = m.tokenizer.encode(PROMPT, true, true);
     let mut s = Session::new(&m.model, 1024, 512);
-    let logits = s.feed(&prompt, false);
+    let logits = s.feed(&prompt, false).unwrap();
     let mut smp = sampler(m, temperature);
     let mut out = Vec::new();
     let is_eog = |id| m.tokenizer.is_eog(id);
@@ -63,14 +63,15 @@ fn generate(
         true
     };
     let Some(flags) = flags else {
-        s.generate(logits, &mut smp, N, is_eog, on_token);
+        s.generate(logits, &mut smp, N, is_eog, on_token).unwrap();
         return (out, SpecStats::default());
     };
     let args = spec_args(flags);
     let mut spec = setup::build(&args, m, draft, 1024, 512)
         .expect("speculator")
         .expect("speculation asked for");
-    s.generate_with_drafts(logits, &mut smp, N, is_eog, on_token, Some(&mut spec));
+    s.generate_with_drafts(logits, &mut smp, N, is_eog, on_token, Some(&mut spec))
+        .unwrap();
     (out, spec.stats)
 }
 

@@ -93,6 +93,10 @@ pub enum BackendError {
     /// The backend cannot store keys and values in the types asked for.
     #[error("{backend}: the KV cache can only be f16 here, not {types} (-ctk/-ctv)")]
     Unsupported { backend: String, types: String },
+    /// An RPC worker failed: gone, silent past the timeout, out of memory (the message names
+    /// it: `RPC worker HOST:PORT: ...`).
+    #[error(transparent)]
+    Rpc(#[from] rpc::RpcError),
 }
 
 /// One forward pass's work for one backend.

@@ -70,7 +70,7 @@ pub fn run_turn(loaded: &Loaded, media: &Media, mut o: TurnOptions) -> Result<()
             o.n_ctx
         );
     }
-    let mut session = Session::new(&loaded.model, o.n_ctx, o.n_batch);
+    let mut session = Session::try_new(&loaded.model, o.n_ctx, o.n_batch)?;
     let (logits, _) = session.feed_prompt(&prompt, n)?;
     let mut out = std::io::stdout().lock();
     let mut decoder = StreamDecoder::new();
@@ -91,7 +91,7 @@ pub fn run_turn(loaded: &Loaded, media: &Media, mut o: TurnOptions) -> Result<()
                 .is_err();
             !failed
         },
-    );
+    )?;
     if !failed {
         writeln!(out, "{}", decoder.flush())?;
     }

@@ -52,7 +52,7 @@ pub fn run_chat(
     let mut images: Vec<Vec<Arc<Image>>> = messages.iter().map(|_| Vec::new()).collect();
     // Images loaded for the next message.
     let mut pending: Vec<Arc<Image>> = Vec::new();
-    let mut session = Session::new(model, opts.n_ctx, opts.n_batch);
+    let mut session = Session::try_new(model, opts.n_ctx, opts.n_batch)?;
     let vocab = Arc::new(TokenVocab::new(tok));
     let mut sampler = Sampler::new(opts.sampling.clone(), vocab.clone());
     let render = RenderOptions {
@@ -179,7 +179,7 @@ pub fn run_chat(
                 }
                 true
             },
-        );
+        )?;
         let rest = decoder.flush();
         answer.push_str(&rest);
         if write_failed {

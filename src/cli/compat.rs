@@ -142,10 +142,6 @@ pub struct CompatArgs {
     /// Accepted; no effect here.
     #[arg(long = "prio", value_name = "N", allow_negative_numbers = true)]
     pub prio: Option<i32>,
-
-    /// Accepted; everything runs on the CPU here.
-    #[arg(long = "device", value_name = "LIST", env = "LLAMA_ARG_DEVICE")]
-    pub device: Option<String>,
 }
 
 /// llama.cpp's multi-letter single-dash flags of this group and the long flags they mean.

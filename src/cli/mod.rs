@@ -30,7 +30,7 @@ pub use gpu_flags::GpuArgs;
 pub use lora_flags::LoraArgs;
 pub use media_flags::MediaArgs;
 pub use reasoning_flags::ReasoningArgs;
-pub use rpc_flags::RpcArgs;
+pub use rpc_flags::{Devices, RpcArgs};
 pub use server_flags::{ServerArgs, DEFAULT_TIMEOUT_SECS};
 pub use spec::SpecArgs;
 
@@ -66,7 +66,7 @@ pub struct Cli {
     #[arg(short = 'h', long = "help", visible_alias = "usage", action = clap::ArgAction::Help)]
     help: Option<bool>,
 
-    /// Print the devices this build can offload to (none: it runs on the CPU) and exit.
+    /// Print the devices blocks can be offloaded to (the --rpc workers' devices) and exit.
     #[arg(long = "list-devices")]
     pub list_devices: bool,
 
@@ -704,10 +704,6 @@ pub fn parse(args: Vec<OsString>) -> Result<Cli, CliError> {
     let m = cmd.try_get_matches_from_mut(args).map_err(clap_error)?;
     let mut cli = Cli::from_arg_matches(&m).map_err(clap_error)?;
     cli.settle(&m).map_err(CliError::Usage)?;
-    if cli.list_devices {
-        // As llama.cpp prints it on a machine without GPUs: the CPU is not listed.
-        return Err(CliError::Info("Available devices:\n".to_string()));
-    }
     if cli.completion_bash {
         return Err(CliError::Info(completion_bash()));
     }

@@ -10,6 +10,7 @@
 
 use super::session::Session;
 use super::speculative::Speculator;
+use crate::backend::BackendError;
 use std::ops::ControlFlow;
 
 /// Why generation ended: one reason for every caller.
@@ -82,14 +83,15 @@ impl Session<'_> {
     /// after each of them: `sample(row, history)` chooses (and emits) each row's token or stops
     /// there; each chosen token counts against `budget`, and generation stops with
     /// [`StopReason::Length`] when it is spent, or [`StopReason::ContextFull`] when the
-    /// context is full and cannot be shifted.
+    /// context is full and cannot be shifted. A backend's failure in the context shift is
+    /// passed on.
     pub fn step(
         &mut self,
         rows: &[f32],
         draft: &[u32],
         budget: &mut Budget,
         mut sample: impl FnMut(&[f32], &[u32]) -> ControlFlow<StopReason, u32>,
-    ) -> Step {
+    ) -> Result<Step, BackendError> {
         let verified = self.verify(rows, draft, |row, history| {
             let id = sample(row, history)?;
             budget.count();
@@ -100,15 +102,15 @@ impl Session<'_> {
             }
         });
         let next = match verified.next {
-            ControlFlow::Continue(_) if !self.make_room() => {
+            ControlFlow::Continue(_) if !self.make_room()? => {
                 ControlFlow::Break(StopReason::ContextFull)
             }
             next => next,
         };
-        Step {
+        Ok(Step {
             accepted: verified.accepted,
             next,
-        }
+        })
     }
 
     /// The tokens to feed after `next` (chosen, not yet fed): `next`, then `spec`'s draft of at

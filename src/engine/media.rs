@@ -468,7 +468,7 @@ impl Session<'_> {
                 Chunk::Text(t) => {
                     let end = off + t.len();
                     if end > keep {
-                        logits = self.feed(&t[keep.max(off) - off..], false);
+                        logits = self.feed(&t[keep.max(off) - off..], false)?;
                     }
                     off = end;
                 }

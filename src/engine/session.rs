@@ -16,23 +16,24 @@ use std::ops::ControlFlow;
 
 /// Context shift of one sequence (`tokens`, whose keys and values are in `cache`): the first
 /// `keep` tokens stay, the older half of the others goes, and the rest move down; an image's
-/// positions (media tokens) go or stay together. False when nothing could be dropped.
+/// positions (media tokens) go or stay together. False when nothing could be dropped; a
+/// backend's failure (a device, an RPC worker) is passed on.
 pub fn shift_context(
     model: &PlacedModel,
     cache: &mut SeqCache,
     tokens: &mut Vec<u32>,
     keep: usize,
-) -> bool {
+) -> Result<bool, BackendError> {
     // An image stays whole: kept with the prefix, or dropped from first row to last.
     let keep = super::media::after_image(tokens, keep.min(tokens.len()));
     let discard = (tokens.len() - keep) / 2;
     let discard = super::media::after_image(tokens, keep + discard) - keep;
     if discard == 0 {
-        return false;
+        return Ok(false);
     }
-    model.shift_cache(cache, keep, discard);
+    model.try_shift_cache(cache, keep, discard)?;
     tokens.drain(keep..keep + discard);
-    true
+    Ok(true)
 }
 
 /// Length of the common prefix of `a` and `b`.
@@ -79,9 +80,20 @@ pub struct Session<'m> {
 }
 
 impl<'m> Session<'m> {
-    /// An empty session with a cache of `n_ctx` positions.
+    /// An empty session with a cache of `n_ctx` positions. Panics if a backend cannot make its
+    /// part of the cache; see [`Session::try_new`].
     pub fn new(model: &'m PlacedModel, n_ctx: usize, n_batch: usize) -> Session<'m> {
         Session::with_layers(model, n_ctx, n_batch, model.config.n_layer)
+    }
+
+    /// [`Session::new`], passing a backend's failure to make its part of the cache on (device
+    /// memory, an RPC worker out of memory or gone).
+    pub fn try_new(
+        model: &'m PlacedModel,
+        n_ctx: usize,
+        n_batch: usize,
+    ) -> Result<Session<'m>, BackendError> {
+        Session::try_with_plan(model, n_ctx, n_batch, ForwardPlan::full(&model.config))
     }
 
     /// A session that runs only the first `n_layers` blocks of `model` (an early-exit draft).
@@ -98,23 +110,35 @@ impl<'m> Session<'m> {
         Session::with_plan(model, n_ctx, n_batch, plan)
     }
 
-    /// A session whose forward passes follow `plan` (a self-speculative draft).
+    /// A session whose forward passes follow `plan` (a self-speculative draft). Panics as
+    /// [`Session::new`] does.
     pub fn with_plan(
         model: &'m PlacedModel,
         n_ctx: usize,
         n_batch: usize,
         plan: ForwardPlan,
     ) -> Session<'m> {
+        Session::try_with_plan(model, n_ctx, n_batch, plan)
+            .unwrap_or_else(|e| panic!("cannot make a KV cache: {e}"))
+    }
+
+    /// [`Session::with_plan`], passing a backend's failure on.
+    pub fn try_with_plan(
+        model: &'m PlacedModel,
+        n_ctx: usize,
+        n_batch: usize,
+        plan: ForwardPlan,
+    ) -> Result<Session<'m>, BackendError> {
         let n_layers = plan.n_layers.clamp(1, model.config.n_layer);
-        Session {
+        Ok(Session {
             model,
-            cache: model.new_cache_layers(n_ctx, n_layers),
+            cache: model.try_new_cache_layers(n_ctx, n_layers)?,
             tokens: Vec::new(),
             n_batch: n_batch.max(1),
             plan: ForwardPlan { n_layers, ..plan },
             context_shift: None,
             lora: None,
-        }
+        })
     }
 
     /// The adapters' scales this session's passes use.
@@ -137,21 +161,20 @@ impl<'m> Session<'m> {
     }
 
     /// Feeds `tokens` after the ones already in the session and returns the logits after the
-    /// last one (or every token's logits, `n_vocab` each, if `all_logits`).
-    pub fn feed(&mut self, tokens: &[u32], all_logits: bool) -> Vec<f32> {
+    /// last one (or every token's logits, `n_vocab` each, if `all_logits`). A backend's failure
+    /// (a device, an RPC worker) is passed on; the session then holds the tokens fed before
+    /// the failing batch.
+    pub fn feed(&mut self, tokens: &[u32], all_logits: bool) -> Result<Vec<f32>, BackendError> {
         let mut out = Vec::new();
         for chunk in tokens.chunks(self.n_batch) {
             let batch = Batch::sequence(chunk, self.tokens.len(), all_logits);
             let lora = self.lora.as_ref().unwrap_or(self.model.lora_mix());
-            let logits = self
-                .model
-                .try_forward_mix(
-                    &batch,
-                    std::slice::from_mut(&mut self.cache),
-                    self.plan,
-                    lora,
-                )
-                .unwrap_or_else(|e| panic!("forward pass failed: {e}"));
+            let logits = self.model.try_forward_mix(
+                &batch,
+                std::slice::from_mut(&mut self.cache),
+                self.plan,
+                lora,
+            )?;
             self.tokens.extend_from_slice(chunk);
             if all_logits {
                 out.extend_from_slice(&logits);
@@ -159,7 +182,7 @@ impl<'m> Session<'m> {
                 out = logits;
             }
         }
-        out
+        Ok(out)
     }
 
     /// Room left in the context.
@@ -168,19 +191,21 @@ impl<'m> Session<'m> {
     }
 
     /// Frees room by a context shift if the context is full and shifting is on: the first
-    /// `keep` tokens stay, half of the others (the oldest) go. False when no room could be made.
-    pub fn make_room(&mut self) -> bool {
+    /// `keep` tokens stay, half of the others (the oldest) go. False when no room could be made;
+    /// a backend's failure in the shift is passed on.
+    pub fn make_room(&mut self) -> Result<bool, BackendError> {
         if self.remaining() > 0 {
-            return true;
+            return Ok(true);
         }
         let Some(keep) = self.context_shift else {
-            return false;
+            return Ok(false);
         };
         shift_context(self.model, &mut self.cache, &mut self.tokens, keep)
     }
 
     /// Samples up to `n_predict` tokens (negative: until end or full context) starting from
-    /// `logits`, calling `on_token` for each; `on_token` returning false cancels.
+    /// `logits`, calling `on_token` for each; `on_token` returning false cancels. A backend's
+    /// failure (a device, an RPC worker) ends generation with the error.
     pub fn generate(
         &mut self,
         logits: Vec<f32>,
@@ -188,7 +213,7 @@ impl<'m> Session<'m> {
         n_predict: i64,
         is_eog: impl Fn(u32) -> bool,
         on_token: impl FnMut(&TokenEvent) -> bool,
-    ) -> StopReason {
+    ) -> Result<StopReason, BackendError> {
         self.generate_with_drafts(logits, sampler, n_predict, is_eog, on_token, None)
     }
 
@@ -205,10 +230,10 @@ impl<'m> Session<'m> {
         is_eog: impl Fn(u32) -> bool,
         mut on_token: impl FnMut(&TokenEvent) -> bool,
         mut spec: Option<&mut Speculator>,
-    ) -> StopReason {
+    ) -> Result<StopReason, BackendError> {
         let mut budget = Budget::new(n_predict);
         if budget.exhausted() {
-            return StopReason::Length;
+            return Ok(StopReason::Length);
         }
         // Logits after each token of the last pass: its first token, then its draft.
         let mut rows = logits;
@@ -229,16 +254,16 @@ impl<'m> Session<'m> {
                     return ControlFlow::Break(StopReason::EndOfGeneration);
                 }
                 ControlFlow::Continue(id)
-            });
+            })?;
             if let Some(s) = spec.as_deref_mut() {
                 s.accept(step.accepted);
             }
             let id = match step.next {
                 ControlFlow::Continue(id) => id,
-                ControlFlow::Break(reason) => return reason,
+                ControlFlow::Break(reason) => return Ok(reason),
             };
             feed = self.next_feed(spec.as_deref_mut(), id, &budget);
-            rows = self.feed(&feed, feed.len() > 1);
+            rows = self.feed(&feed, feed.len() > 1)?;
         }
     }
 

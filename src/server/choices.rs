@@ -176,6 +176,7 @@ pub fn run_all<S: Shape>(
                         }
                     }
                 }
+                Event::Failed(e) => return failed(sse, e),
                 Event::Done(summary) => {
                     c.job = None;
                     if let Some(s) = sse.as_mut() {
@@ -252,7 +253,11 @@ pub fn run_all<S: Shape>(
 
 /// A choice's events stopped without its end: an error, as a body or as the stream's last event.
 fn ended(sse: Option<SseStream>) -> Result<(), ApiError> {
-    let e = ApiError::internal("generation ended unexpectedly");
+    failed(sse, ApiError::internal("generation ended unexpectedly"))
+}
+
+/// The request ends with `e`: its status and body, or an error event in a stream already open.
+fn failed(sse: Option<SseStream>, e: ApiError) -> Result<(), ApiError> {
     match sse {
         None => Err(e),
         Some(mut s) => {

@@ -500,6 +500,15 @@ pub fn run(
                     }
                 }
             }
+            Event::Failed(e) => {
+                return match sse {
+                    None => Err(e),
+                    Some(mut s) => {
+                        let _ = s.json(&e.body());
+                        Ok(())
+                    }
+                };
+            }
             Event::Done(summary) => {
                 return match sse {
                     Some(mut s) => {

@@ -14,9 +14,14 @@ use crate::tokenizer::DetokenizeOptions;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-/// `GET /health`.
-pub fn health() -> Response {
-    Response::json(200, &json!({ "status": "ok" }))
+/// `GET /health`: 200 `{"status": "ok"}`, or, once the model's backend has failed (an RPC
+/// worker gone), the 503 every request gets, naming the failure (llama-server answers 503 the
+/// same way while it loads).
+pub fn health(state: &State) -> Response {
+    match state.scheduler.failure() {
+        Some(e) => e.response(),
+        None => Response::json(200, &json!({ "status": "ok" })),
+    }
 }
 
 /// Token ids from a JSON array, each checked against the vocabulary.

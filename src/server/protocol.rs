@@ -117,6 +117,9 @@ pub enum Event {
         stats: Stats,
     },
     Done(Summary),
+    /// The model's backend failed (a device, an RPC worker): the request ends with this error
+    /// (503, naming the worker) instead of a summary.
+    Failed(crate::server::error::ApiError),
 }
 
 /// What a `POST /slots/{id}?action=...` does to an idle slot.

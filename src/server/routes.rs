@@ -101,7 +101,7 @@ fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiErr
             "the chat page is off (--no-webui); the API is served",
         )),
         "/" | "/index.html" if get => send(rsp, webui::page()),
-        "/health" | "/v1/health" if get => send(rsp, native::health()),
+        "/health" | "/v1/health" if get => send(rsp, native::health(state)),
         "/v1/models" | "/models" if get => send(rsp, openai::models(state)),
         "/props" if get => send(rsp, native::props(state)),
         "/slots" if get && !state.config.slots_endpoint => Err(ApiError::new(
@@ -151,6 +151,9 @@ fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiErr
         "/detokenize" if post => send(rsp, native::detokenize(state, &req.body)?),
         "/apply-template" if post => send(rsp, native::apply_template(state, &req.body)?),
         "/props" if post => send(rsp, native::set_props(state, &req.body)?),
+        "/lora-adapters" if get => send(rsp, state.lora.list()),
+        "/lora-adapters" if post => send(rsp, state.lora.set(&req.body)?),
+        "/lora-adapters" => Err(method_not_allowed(&req.method, "GET or POST")),
         "/props" => Err(method_not_allowed(&req.method, "GET or POST")),
         "/" | "/index.html" | "/health" | "/v1/health" | "/v1/models" | "/models" | "/slots"
         | "/metrics" => Err(method_not_allowed(&req.method, "GET")),

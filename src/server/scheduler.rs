@@ -9,26 +9,31 @@
 //! gone (the client disconnected) is cancelled at the next step and its slot freed. The
 //! scheduler never waits on a handler: each job's events go through a bounded channel, and a
 //! job whose handler lets it fill (its client stopped reading a stream) is cancelled.
+//!
+//! A backend that fails (a device, an RPC worker gone or silent past `-to`) fails the server's
+//! model for good: the requests in the slots and in the queue end with a 503 naming the failure
+//! ([`Event::Failed`]), later requests are refused with it before they start, and `/health`
+//! answers it ([`Scheduler::failure`]); the process stays up until it is restarted.
 
 use super::error::ApiError;
 use super::metrics::Metrics;
 use super::protocol::{Event, GenParams, Job, SlotAction, SlotDone, SlotOp, Summary};
 use super::slot_file::{self, ModelId, RestoreError};
 use super::slots::{pick_slot, Active, Slot, TextStep};
-use crate::backend::SeqCache;
+use crate::backend::{BackendError, SeqCache};
 use crate::engine::loaded::Loaded;
 use crate::engine::session::{keep_tokens, Session};
 use crate::engine::speculative::setup::SpecOptions;
 use crate::engine::speculative::setup::{self, SpecError};
 use crate::engine::StopReason;
-use crate::model::Batch;
+use crate::model::{Batch, ForwardPlan};
 use crate::sampling::{logprobs, TokenVocab};
 use crate::tokenizer::Tokenizer;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 /// Events a job may have waiting for its handler before it is cancelled. A streaming handler
@@ -92,6 +97,8 @@ pub struct Scheduler {
     status: Arc<Mutex<Vec<SlotStatus>>>,
     next_id: AtomicU64,
     pub options: SchedulerOptions,
+    /// The backend failure that stopped generation, once one has.
+    failed: Arc<OnceLock<String>>,
 }
 
 /// A submitted request: its events, and cancellation when dropped.
@@ -121,6 +128,8 @@ impl Scheduler {
         let (ready_tx, ready_rx) = mpsc::channel();
         let spec = spec.clone();
         let shared = status.clone();
+        let failed = Arc::new(OnceLock::new());
+        let failed_here = failed.clone();
         std::thread::Builder::new()
             .name("scheduler".into())
             .spawn(move || {
@@ -165,6 +174,7 @@ impl Scheduler {
                     options,
                     metrics,
                     status: shared,
+                    failed: failed_here,
                 };
                 worker.publish();
                 let _ = ready_tx.send(Ok(()));
@@ -179,12 +189,23 @@ impl Scheduler {
             status,
             next_id: AtomicU64::new(0),
             options,
+            failed,
         })
     }
 
+    /// Why the model can no longer run (a backend failed: a device, an RPC worker), as the
+    /// 503 every request now gets; `None` while it runs.
+    pub fn failure(&self) -> Option<ApiError> {
+        self.failed.get().map(|m| ApiError::unavailable(m.clone()))
+    }
+
     /// Queues a request. The prompt must be non-empty and shorter than a slot's context.
+    /// Refused with the failure once the model's backend has failed.
     pub fn submit(&self, prompt: Vec<u32>, params: GenParams) -> Result<JobHandle, ApiError> {
         debug_assert!(!prompt.is_empty() && prompt.len() < self.options.n_ctx_slot);
+        if let Some(e) = self.failure() {
+            return Err(e);
+        }
         let (tx, rx) = mpsc::sync_channel(EVENT_BUFFER);
         let cancel = Arc::new(AtomicBool::new(false));
         let job = Job {
@@ -206,6 +227,9 @@ impl Scheduler {
         op: SlotOp,
     ) -> Result<mpsc::Receiver<Result<SlotDone, ApiError>>, ApiError> {
         debug_assert!(slot < self.options.n_slots);
+        if let Some(e) = self.failure() {
+            return Err(e);
+        }
         let (reply, rx) = mpsc::channel();
         self.send(Task::Slot(SlotAction { slot, op, reply }))?;
         Ok(rx)
@@ -238,6 +262,8 @@ struct Worker<'m> {
     vocab: Arc<TokenVocab>,
     metrics: Arc<Metrics>,
     status: Arc<Mutex<Vec<SlotStatus>>>,
+    /// Set once a backend has failed (see the module doc).
+    failed: Arc<OnceLock<String>>,
 }
 
 impl Worker<'_> {
@@ -328,8 +354,16 @@ impl Worker<'_> {
         self.metrics.requests_deferred.set(self.queue.len() as u64);
     }
 
-    /// Moves queued requests into free slots, oldest first.
+    /// Moves queued requests into free slots, oldest first (after a backend failure, ends them
+    /// with it).
     fn assign(&mut self) {
+        if let Some(m) = self.failed.get() {
+            for job in self.queue.drain(..) {
+                let _ = job
+                    .events
+                    .try_send(Event::Failed(ApiError::unavailable(m.clone())));
+            }
+        }
         while let Some(job) = self.queue.front() {
             let idle = self.slots.iter().filter_map(Slot::candidate);
             let Some(i) = pick_slot(idle, &job.prompt, job.params.cache_prompt) else {
@@ -378,6 +412,8 @@ impl Worker<'_> {
         let mut progressed = Vec::new();
         // Slots whose prompt ended with an image, and the logits after it.
         let mut image_ends: Vec<(usize, Vec<f32>)> = Vec::new();
+        // A backend's failure while an image was fed.
+        let mut failure = None;
         for slot in &mut self.slots {
             let Some(a) = slot.active.as_mut() else {
                 continue;
@@ -390,10 +426,13 @@ impl Worker<'_> {
             // An image starting here is fed now, on its own: rows, not tokens.
             if let Some(img) = media.as_ref().and_then(|m| m.image_at(a.prompt_done)) {
                 progressed.push(slot.id);
-                let logits = slot
-                    .session
-                    .feed_image(img)
-                    .unwrap_or_else(|e| panic!("{e}"));
+                let logits = match slot.session.feed_image(img) {
+                    Ok(logits) => logits,
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
+                };
                 a.prompt_done += img.n_tokens;
                 n_prompt_tokens += img.n_tokens;
                 if a.prompt_done == a.job.prompt.len() {
@@ -421,6 +460,9 @@ impl Worker<'_> {
             budget -= take;
             n_prompt_tokens += take;
         }
+        if let Some(e) = failure {
+            return self.fail(e);
+        }
         for (i, logits) in image_ends {
             self.verify(i, &logits, &[]);
         }
@@ -433,7 +475,15 @@ impl Worker<'_> {
             .iter_mut()
             .map(|s| &mut s.session.cache)
             .collect();
-        let logits = self.loaded.model.forward(&batch, &mut caches);
+        let full = ForwardPlan::full(&self.loaded.model.config);
+        let logits = match self
+            .loaded
+            .model
+            .try_forward_plan(&batch, &mut caches, full)
+        {
+            Ok(logits) => logits,
+            Err(e) => return self.fail(e),
+        };
         let elapsed = t0.elapsed().as_secs_f64();
         self.metrics.record_step(n_prompt_tokens, elapsed);
         let busy = self.slots.iter().filter(|s| s.active.is_some()).count();
@@ -484,6 +534,10 @@ impl Worker<'_> {
             .step(logits, draft, &mut budget, |row, history| {
                 emit(a, tok, row, history)
             });
+        let step = match step {
+            Ok(step) => step,
+            Err(e) => return self.fail(e),
+        };
         a.budget = budget;
         a.draft_n_accepted += step.accepted;
         if let Some(spec) = slot.spec.as_mut() {
@@ -534,6 +588,28 @@ impl Worker<'_> {
         // The slot is free before the client hears it is done: `/slots` must not lag behind.
         self.publish();
         let _ = a.job.events.try_send(Event::Done(summary));
+    }
+
+    /// A backend failed: generation stops for good (see the module doc). Every request in a
+    /// slot or in the queue ends with a 503 naming the failure; the slots forget their tokens
+    /// (their caches no longer hold what they say).
+    fn fail(&mut self, e: BackendError) {
+        let message = e.to_string();
+        eprintln!("llamafile: {message}; generation stops, requests get 503 until a restart");
+        let _ = self.failed.set(message.clone());
+        let now = Instant::now();
+        for slot in &mut self.slots {
+            slot.session.truncate(0);
+            slot.last_used = now;
+            if let Some(a) = slot.active.take() {
+                let _ = a
+                    .job
+                    .events
+                    .try_send(Event::Failed(ApiError::unavailable(message.clone())));
+            }
+        }
+        self.assign();
+        self.publish();
     }
 
     fn publish(&self) {

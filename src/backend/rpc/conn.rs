@@ -11,7 +11,21 @@ use super::wire::{fnv_hash, Cmd, WireTensor, CONN_CAPS_SIZE, HASH_THRESHOLD, PRO
 use super::RpcError;
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+/// Bytes this process has written to and read from all its workers (what `--verbose` reports
+/// per generated token).
+static SENT: AtomicU64 = AtomicU64::new(0);
+static RECEIVED: AtomicU64 = AtomicU64::new(0);
+
+/// Bytes sent to and received from every worker so far, all connections together.
+pub fn total_traffic() -> (u64, u64) {
+    (
+        SENT.load(Ordering::Relaxed),
+        RECEIVED.load(Ordering::Relaxed),
+    )
+}
 
 /// A connected, version-checked worker.
 pub struct Conn {
@@ -167,6 +181,7 @@ impl Conn {
         })();
         r.map_err(|e| self.fail(e))?;
         self.sent += 9 + size as u64;
+        SENT.fetch_add(9 + size as u64, Ordering::Relaxed);
         Ok(())
     }
 
@@ -179,6 +194,7 @@ impl Conn {
             .and_then(|_| self.stream.read_exact(out));
         r.map_err(|e| self.fail(e))?;
         self.received += 8 + out.len() as u64;
+        RECEIVED.fetch_add(8 + out.len() as u64, Ordering::Relaxed);
         let got = u64::from_le_bytes(len);
         if got != out.len() as u64 {
             let m = format!("a reply of {got} bytes where {} were expected", out.len());

@@ -21,7 +21,7 @@ mod weights;
 mod wire;
 
 pub use cache::RpcCache;
-pub use conn::{parse_endpoint, Conn};
+pub use conn::{parse_endpoint, total_traffic, Conn};
 pub use placement::{place, split_layers, RpcPlan};
 pub use wire::{WireTensor, PROTO_VERSION};
 
@@ -41,16 +41,53 @@ pub fn wire_tensor_f32(buffer: u64, addr: u64, n: usize) -> WireTensor {
 }
 
 /// Connects to the workers of `endpoints` and places `model`'s blocks on them and the CPU (see
-/// `placement.rs`): what `--rpc` does at start.
+/// `placement.rs`): what `--rpc` does at start. `devices` (`--device`), when given, names the
+/// worker devices that take blocks (`RPC0`, `RPC1`, ...); the others are let go.
 pub fn start(
     model: &Model,
     endpoints: &[String],
+    devices: Option<&[String]>,
     ngl: super::GpuLayers,
     split: Option<&[f64]>,
     timeout: Duration,
 ) -> Result<RpcPlan, RpcError> {
-    let workers = Worker::connect_all(endpoints, timeout)?;
+    let mut workers = Worker::connect_all(endpoints, timeout)?;
+    if let Some(names) = devices {
+        workers = select(workers, names)?;
+    }
     placement::place(model, &workers, ngl, split)
+}
+
+/// The workers `names` names, in the order named; a name no worker has is refused, as
+/// llama.cpp refuses it (`invalid device`).
+pub fn select(workers: Vec<Arc<Worker>>, names: &[String]) -> Result<Vec<Arc<Worker>>, RpcError> {
+    names
+        .iter()
+        .map(|n| {
+            workers
+                .iter()
+                .find(|w| w.name == *n)
+                .cloned()
+                .ok_or_else(|| RpcError::NoDevice(n.clone()))
+        })
+        .collect()
+}
+
+/// `--list-devices` lines for the workers of `endpoints`, as llama.cpp prints them:
+/// `  RPC0: HOST:PORT (TOTAL MiB, FREE MiB free)`.
+pub fn device_lines(endpoints: &[String], timeout: Duration) -> Result<Vec<String>, RpcError> {
+    let mut lines = Vec::new();
+    for w in Worker::connect_all(endpoints, timeout)? {
+        let (free, total) = w.memory()?;
+        lines.push(format!(
+            "  {}: {} ({} MiB, {} MiB free)",
+            w.name,
+            w.endpoint,
+            total >> 20,
+            free >> 20
+        ));
+    }
+    Ok(lines)
 }
 
 use super::{Backend, BackendError, CpuBackend, KvTypes, LayerCache, Pass};
@@ -80,11 +117,14 @@ pub enum RpcError {
     Lost { endpoint: String, message: String },
     #[error("RPC worker {endpoint}: out of memory: cannot allocate {} MiB", bytes.div_ceil(1 << 20))]
     OutOfMemory { endpoint: String, bytes: u64 },
+    #[error("--device: invalid device: {0} (see --list-devices)")]
+    NoDevice(String),
 }
 
 /// One device of a worker, over a connection shared with the worker's other devices.
 pub struct Worker {
-    /// `RPC<device>[HOST:PORT]`, as llama.cpp names RPC devices.
+    /// `RPC0`, `RPC1`, ...: numbered across every worker's devices in `--rpc` order, as
+    /// llama.cpp names RPC devices (for `--device` and `--list-devices`).
     pub name: String,
     pub endpoint: String,
     pub device: u32,
@@ -111,7 +151,7 @@ impl Worker {
             let conn = Arc::new(Mutex::new(conn));
             for (d, alignment) in aligns.into_iter().enumerate() {
                 out.push(Arc::new(Worker {
-                    name: format!("RPC{d}[{ep}]"),
+                    name: format!("RPC{}", out.len()),
                     endpoint: ep.clone(),
                     device: d as u32,
                     alignment,
@@ -122,15 +162,12 @@ impl Worker {
         Ok(out)
     }
 
-    /// Runs `f` on the connection, the error as the seam's, naming this device.
+    /// Runs `f` on the connection, the error as the seam's (naming the worker).
     pub fn with<R>(
         &self,
         f: impl FnOnce(&mut Conn) -> Result<R, RpcError>,
     ) -> Result<R, BackendError> {
-        self.with_rpc(f).map_err(|e| BackendError::Device {
-            backend: self.name.clone(),
-            message: e.to_string(),
-        })
+        Ok(self.with_rpc(f)?)
     }
 
     /// Runs `f` on the connection.
@@ -239,13 +276,6 @@ impl RpcBackend {
         (self.weights.bytes, self.weights.sent)
     }
 
-    fn error(&self, e: RpcError) -> BackendError {
-        BackendError::Device {
-            backend: self.worker.name.clone(),
-            message: e.to_string(),
-        }
-    }
-
     fn own<'c>(&self, cache: &'c mut dyn LayerCache) -> Result<&'c mut RpcCache, BackendError> {
         let layers = cache.layers();
         match cache.as_any_mut().downcast_mut::<RpcCache>() {
@@ -347,31 +377,29 @@ impl Backend for RpcBackend {
         let mut compute = self.compute.lock().unwrap_or_else(|p| p.into_inner());
         let dev = self.worker.device;
         let mut out = vec![0u8; x.len() * 4];
-        self.worker
-            .with_rpc(|c| {
-                let need = built.graph.size;
-                if compute.as_ref().is_none_or(|b| b.size < need) {
-                    if let Some(old) = compute.take() {
-                        c.free_buffer(old.buffer)?;
-                    }
-                    // Room to grow, so that a slowly growing context does not reallocate often.
-                    let want = need + need / 4;
-                    let (buffer, size) = c.alloc_buffer(dev, want)?;
-                    let base = c.buffer_base(buffer)?;
-                    *compute = Some(Compute { buffer, base, size });
+        self.worker.with_rpc(|c| {
+            let need = built.graph.size;
+            if compute.as_ref().is_none_or(|b| b.size < need) {
+                if let Some(old) = compute.take() {
+                    c.free_buffer(old.buffer)?;
                 }
-                let b = compute.as_ref().expect("allocated above");
-                for (t, data) in &built.inputs {
-                    c.set_tensor(&built.graph.wire(*t, b.buffer, b.base), 0, data, false)?;
-                }
-                c.graph_compute(dev, built.graph.serialize(dev, b.buffer, b.base))?;
-                c.get_tensor(
-                    &built.graph.wire(built.output, b.buffer, b.base),
-                    0,
-                    &mut out,
-                )
-            })
-            .map_err(|e| self.error(e))?;
+                // Room to grow, so that a slowly growing context does not reallocate often.
+                let want = need + need / 4;
+                let (buffer, size) = c.alloc_buffer(dev, want)?;
+                let base = c.buffer_base(buffer)?;
+                *compute = Some(Compute { buffer, base, size });
+            }
+            let b = compute.as_ref().expect("allocated above");
+            for (t, data) in &built.inputs {
+                c.set_tensor(&built.graph.wire(*t, b.buffer, b.base), 0, data, false)?;
+            }
+            c.graph_compute(dev, built.graph.serialize(dev, b.buffer, b.base))?;
+            c.get_tensor(
+                &built.graph.wire(built.output, b.buffer, b.base),
+                0,
+                &mut out,
+            )
+        })?;
         for (v, b) in x.iter_mut().zip(out.chunks_exact(4)) {
             *v = f32::from_le_bytes(b.try_into().expect("4 bytes"));
         }

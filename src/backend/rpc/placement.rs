@@ -101,8 +101,9 @@ pub fn place(
                 let b = RpcBackend::new(model, workers[d].clone(), r.clone())?;
                 let (bytes, sent) = b.weight_bytes();
                 notes.push(format!(
-                    "llamafile: {}: layers {r:?}, {} MiB of weights ({} MiB sent)",
+                    "llamafile: {} ({}): layers {r:?}, {} MiB of weights ({} MiB sent)",
                     workers[d].name,
+                    workers[d].endpoint,
                     bytes >> 20,
                     sent >> 20
                 ));

@@ -29,7 +29,8 @@ impl<'m> ModelDrafter<'m> {
     }
 
     /// Logits after `history` and `last`, feeding the draft session only what it lacks (at
-    /// least `last`, whose logits are needed).
+    /// least `last`, whose logits are needed). `None` when the context has no room, or when a
+    /// backend fails: a draft is optional, and the target's own pass reports the failure.
     fn catch_up(&mut self, history: &[u32], last: u32) -> Option<Vec<f32>> {
         let keep = self.session.keep_prefix(history, history.len());
         if self.session.remaining() < history.len() - keep + 1 {
@@ -37,7 +38,7 @@ impl<'m> ModelDrafter<'m> {
         }
         let mut tail = history[keep..].to_vec();
         tail.push(last);
-        Some(self.session.feed(&tail, false))
+        self.session.feed(&tail, false).ok()
     }
 }
 
@@ -59,7 +60,11 @@ impl Drafter for ModelDrafter<'_> {
             if draft.len() == max || self.session.remaining() == 0 {
                 break;
             }
-            logits = self.session.feed(&[id], false);
+            logits = match self.session.feed(&[id], false) {
+                Ok(l) => l,
+                // (As in `catch_up`: the target's pass reports the failure.)
+                Err(_) => break,
+            };
         }
         draft
     }
