@@ -1,19 +1,21 @@
 // Teacher-forced logits from llama.cpp, for the synthetic-family references (see
 // tools/make-family-refs.sh, which builds and runs this).
 //
-//   llama-ref-logits MODEL N_CTX batch|single TOKENS_FILE OUT_FILE
+//   llama-ref-logits MODEL N_CTX batch|single TOKENS_FILE OUT_FILE [LORA:SCALE...]
 //
 // Feeds the whitespace-separated token ids of TOKENS_FILE into a fresh context of N_CTX
 // positions, asking for the logits of every position, and writes them to OUT_FILE as raw
 // little-endian f32, n_tokens rows of n_vocab. `batch` decodes the whole sequence in one call
 // (one micro-batch: n_batch = n_ubatch = 512), `single` one token per call; the difference
 // between the two is llama.cpp's own numerical noise on the model. Two threads, flash attention
-// left at llama.cpp's default, as in the other references of this project.
+// left at llama.cpp's default, as in the other references of this project. Each LORA:SCALE
+// loads a LoRA adapter and applies it at SCALE (tools/make-lora-refs.sh).
 
 #include "llama.h"
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -25,8 +27,8 @@ static void quiet(enum ggml_log_level level, const char * text, void *) {
 }
 
 int main(int argc, char ** argv) {
-    if (argc != 6) {
-        fprintf(stderr, "usage: %s MODEL N_CTX batch|single TOKENS_FILE OUT_FILE\n", argv[0]);
+    if (argc < 6) {
+        fprintf(stderr, "usage: %s MODEL N_CTX batch|single TOKENS_FILE OUT_FILE [LORA:SCALE...]\n", argv[0]);
         return 2;
     }
     const std::string mode = argv[3];
@@ -67,6 +69,27 @@ int main(int argc, char ** argv) {
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) {
         fprintf(stderr, "cannot create a context\n");
+        return 1;
+    }
+    std::vector<llama_adapter_lora *> loras;
+    std::vector<float> scales;
+    for (int a = 6; a < argc; a++) {
+        const char * colon = strrchr(argv[a], ':');
+        if (!colon) {
+            fprintf(stderr, "expected LORA:SCALE, not %s\n", argv[a]);
+            return 2;
+        }
+        const std::string path(argv[a], colon - argv[a]);
+        llama_adapter_lora * lora = llama_adapter_lora_init(model, path.c_str());
+        if (!lora) {
+            fprintf(stderr, "cannot load the LoRA adapter %s\n", path.c_str());
+            return 1;
+        }
+        loras.push_back(lora);
+        scales.push_back((float) atof(colon + 1));
+    }
+    if (!loras.empty() && llama_set_adapters_lora(ctx, loras.data(), loras.size(), scales.data()) != 0) {
+        fprintf(stderr, "cannot apply the LoRA adapters\n");
         return 1;
     }
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));

@@ -391,8 +391,14 @@ pub fn n_probs(o: &Obj, alias: Option<&str>) -> Result<Option<usize>, ApiError> 
 
 /// The request fields that add to a generation's events, as llama-server reads them on every
 /// endpoint: `post_sampling_probs`, `timings_per_token` and `return_progress` (which only
-/// streams carry).
-pub fn read_extras(o: &Obj, stream: bool, p: &mut GenParams) -> Result<(), ApiError> {
+/// streams carry), and `lora`, the adapters' scales (the server's global ones when absent).
+pub fn read_extras(
+    state: &State,
+    o: &Obj,
+    stream: bool,
+    p: &mut GenParams,
+) -> Result<(), ApiError> {
+    p.lora = state.lora.request_mix(o)?;
     p.post_sampling_probs = o.bool("post_sampling_probs")?.unwrap_or(false);
     p.timings_per_token = o.bool("timings_per_token")?.unwrap_or(false);
     p.return_progress = o.bool("return_progress")?.unwrap_or(false) && stream;

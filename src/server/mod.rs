@@ -27,6 +27,7 @@ mod generation;
 pub mod http;
 mod infill;
 mod json;
+mod lora;
 mod media;
 mod metrics;
 mod native;
@@ -159,6 +160,8 @@ pub struct State {
     pub loopback: bool,
     /// The projector of `--mmproj`: requests may carry images.
     pub media: Option<Arc<Media>>,
+    /// The LoRA adapters of `--lora` and their global scales (`/lora-adapters`).
+    pub lora: lora::LoraState,
 }
 
 /// The server configuration from the command line: `-c` (`n_ctx`, already resolved) is split
@@ -411,6 +414,7 @@ pub fn serve(
         },
         metrics.clone(),
     )?;
+    let lora = lora::LoraState::new(loaded.model.lora.clone(), loaded.model.lora_mix().clone());
     let state = Arc::new(State {
         loaded,
         template,
@@ -420,6 +424,7 @@ pub fn serve(
         started: openai::now(),
         config,
         media: media.map(Arc::new),
+        lora,
     });
     let urls = listeners
         .iter()

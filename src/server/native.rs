@@ -185,10 +185,11 @@ fn complete_all(
         timings_per_token: false,
         return_progress: false,
         media,
+        lora: None,
     };
     let stream = o.bool("stream")?.unwrap_or(false);
     let mut params = params;
-    generation::read_extras(o, stream, &mut params)?;
+    generation::read_extras(state, o, stream, &mut params)?;
     let return_tokens = o.bool("return_tokens")?.unwrap_or(false);
     let response_fields = match o.array("response_fields")? {
         None => Vec::new(),
@@ -511,6 +512,7 @@ fn default_params(state: &State) -> GenParams {
         timings_per_token: false,
         return_progress: false,
         media: None,
+        lora: None,
     }
 }
 

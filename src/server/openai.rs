@@ -279,8 +279,9 @@ pub fn gen_params(
         timings_per_token: false,
         return_progress: false,
         media: None,
+        lora: None,
     };
-    generation::read_extras(o, stream, &mut p)?;
+    generation::read_extras(state, o, stream, &mut p)?;
     Ok(p)
 }
 

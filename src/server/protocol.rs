@@ -5,6 +5,7 @@
 
 use crate::engine::media::MediaPrompt;
 use crate::engine::StopReason;
+use crate::model::LoraMix;
 use crate::sampling::logprobs::StepLogprobs;
 use crate::sampling::SamplingParams;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,6 +38,8 @@ pub struct GenParams {
     /// The prompt's images, when it has any: the job's prompt then holds a media token at
     /// each of their positions, and the scheduler feeds their rows there.
     pub media: Option<Arc<MediaPrompt>>,
+    /// The LoRA adapters' scales the request runs at (`None`: no adapter is loaded).
+    pub lora: Option<LoraMix>,
 }
 
 /// A stop reason as the APIs name it.

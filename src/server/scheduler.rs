@@ -26,7 +26,7 @@ use crate::engine::session::{keep_tokens, Session};
 use crate::engine::speculative::setup::SpecOptions;
 use crate::engine::speculative::setup::{self, SpecError};
 use crate::engine::StopReason;
-use crate::model::{Batch, ForwardPlan};
+use crate::model::{Batch, ForwardPlan, LoraMix};
 use crate::sampling::{logprobs, TokenVocab};
 use crate::tokenizer::Tokenizer;
 use serde::Serialize;
@@ -171,6 +171,7 @@ impl Scheduler {
                     queue: VecDeque::new(),
                     actions: Vec::new(),
                     vocab: Arc::new(TokenVocab::new(&loaded.tokenizer)),
+                    lora_turn: 0,
                     options,
                     metrics,
                     status: shared,
@@ -260,6 +261,8 @@ struct Worker<'m> {
     actions: Vec<SlotAction>,
     /// Token bytes for grammars and DRY, shared by every slot's sampler.
     vocab: Arc<TokenVocab>,
+    /// The slot whose LoRA scales the next pass runs first (see [`Worker::lora_group`]).
+    lora_turn: usize,
     metrics: Arc<Metrics>,
     status: Arc<Mutex<Vec<SlotStatus>>>,
     /// Set once a backend has failed (see the module doc).
@@ -388,15 +391,28 @@ impl Worker<'_> {
         self.metrics.requests_deferred.set(self.queue.len() as u64);
     }
 
-    /// One forward pass over every active slot.
+    /// The LoRA scales of this pass: requests at different scales never share one, so a pass
+    /// takes the busy slots at the scales of the first busy slot from `lora_turn` on, and the
+    /// turn moves past it (each group of scales gets its passes in turn).
+    fn lora_group(&mut self) -> Option<LoraMix> {
+        let n = self.slots.len();
+        let first = (0..n)
+            .map(|k| (self.lora_turn + k) % n)
+            .find(|&i| self.slots[i].active.is_some())?;
+        self.lora_turn = (first + 1) % n;
+        self.slots[first].session.lora.clone()
+    }
+
+    /// One forward pass over the active slots (of one group of LoRA scales).
     fn step(&mut self) {
+        let group = self.lora_group();
         let mut batch = Batch::default();
         // The slot of each output row, in batch order.
         let mut rows: Vec<usize> = Vec::new();
         // Draft tokens each decoding slot feeds after its next token (verified after the pass).
         let mut drafts: Vec<Vec<u32>> = vec![Vec::new(); self.slots.len()];
         for slot in &mut self.slots {
-            let Some(a) = slot.active.as_mut() else {
+            let Some(a) = slot.active.as_mut().filter(|_| slot.session.lora == group) else {
                 continue;
             };
             if let Some(id) = a.next_token.take() {
@@ -415,7 +431,7 @@ impl Worker<'_> {
         // A backend's failure while an image was fed.
         let mut failure = None;
         for slot in &mut self.slots {
-            let Some(a) = slot.active.as_mut() else {
+            let Some(a) = slot.active.as_mut().filter(|_| slot.session.lora == group) else {
                 continue;
             };
             let left = a.job.prompt.len() - a.prompt_done;
@@ -476,10 +492,11 @@ impl Worker<'_> {
             .map(|s| &mut s.session.cache)
             .collect();
         let full = ForwardPlan::full(&self.loaded.model.config);
+        let lora = group.as_ref().unwrap_or(self.loaded.model.lora_mix());
         let logits = match self
             .loaded
             .model
-            .try_forward_plan(&batch, &mut caches, full)
+            .try_forward_mix(&batch, &mut caches, full, lora)
         {
             Ok(logits) => logits,
             Err(e) => return self.fail(e),

@@ -76,6 +76,11 @@ impl<'m> Slot<'m> {
     /// evaluated again, for its logits). `keep_on_shift`: the leading tokens a context shift
     /// keeps (`None`: a full context ends the request).
     pub fn start(&mut self, job: Job, vocab: &Arc<TokenVocab>, keep_on_shift: Option<usize>) {
+        if self.session.lora != job.params.lora {
+            // What the cache holds was computed with other adapters: none of it can be reused.
+            self.session.truncate(0);
+            self.session.lora = job.params.lora.clone();
+        }
         let keep = if job.params.cache_prompt {
             let keep = self
                 .session
