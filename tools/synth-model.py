@@ -566,10 +566,6 @@ def build_mmproj(family, wtype, out_path):
     os.replace(tmp, out_path)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("family", nargs="?", choices=sorted(FAMILIES))
-    ap.add_argument("type", nargs="?", choices=["f16", "q8_0"])
 # LoRA adapters (`--lora NAME`), in llama.cpp's adapter GGUF form: for each adapted weight of
 # n_out rows x n_in columns, `NAME.lora_a` (rank rows of n_in) and `NAME.lora_b` (n_out rows of
 # rank), f16, with adapter.lora.alpha (0: the scale is not divided by the rank).
@@ -624,31 +620,35 @@ def build_lora(name, family, out_path):
     os.replace(tmp, out_path)
 
 
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("family", nargs="?", choices=sorted(FAMILIES))
+    ap.add_argument("type", nargs="?", choices=["f16", "q8_0"])
     ap.add_argument("out", nargs="?")
     ap.add_argument("--vocab-from", default=SMOLLM2)
     ap.add_argument("--list", action="store_true", help="print the family names")
     ap.add_argument("--mmproj", action="store_true",
                     help="write FAMILY's vision projector (an mmproj GGUF) instead of its text model")
+    ap.add_argument("--lora", choices=sorted(LORAS),
+                    help="write the named LoRA adapter for FAMILY's model instead of the model")
     a = ap.parse_args()
     if a.list:
         print("\n".join(FAMILIES))
         return
-    ap.add_argument("--lora", choices=sorted(LORAS),
-                    help="write the named LoRA adapter for FAMILY's model instead of the model")
     if not (a.family and a.type and a.out):
         ap.error("FAMILY TYPE OUT are required")
     if a.mmproj:
         build_mmproj(a.family, a.type, a.out)
         return
-    if not os.path.exists(a.vocab_from):
-        sys.exit(f"synth-model: vocabulary source {a.vocab_from} not found "
-                 "(packaging/fetch-models.sh smollm2)")
-    build(a.family, a.type, a.out, a.vocab_from)
     if a.lora:
         if a.type != "f16":
             ap.error("--lora adapters are f16")
         build_lora(a.lora, a.family, a.out)
         return
+    if not os.path.exists(a.vocab_from):
+        sys.exit(f"synth-model: vocabulary source {a.vocab_from} not found "
+                 "(packaging/fetch-models.sh smollm2)")
+    build(a.family, a.type, a.out, a.vocab_from)
 
 
 if __name__ == "__main__":
