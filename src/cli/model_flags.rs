@@ -1,7 +1,6 @@
 //! llama.cpp flags about what is loaded beside the weights of `-m`: downloads (Hugging Face,
 //! Docker, URLs, preset models), control vectors (LoRA adapters are `lora_flags`), metadata and
-//! RoPE overrides, the multimodal flags that do not act (offload, video). A flag
-//! that asks for
+//! RoPE overrides, the multimodal flags that do not act (offload, video). A flag that asks for
 //! something not built is refused in one line naming it; a flag that only tunes it is accepted.
 //! The embedding and infill flags that act are in `embedding_flags`, the multimodal ones
 //! (`--mmproj`, `--image`) in `media_flags`.
