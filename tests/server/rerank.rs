@@ -12,9 +12,14 @@ use crate::common::synth::synth_model;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
-/// Scores within this of llama-server's: its own answers for one document move by a few 1e-5
-/// with the batch it was scored in (f16 products, f16 KV cache).
-const TOLERANCE: f64 = 3e-4;
+/// Scores within this of llama-server's, compared as logits `ln(p / (1 - p))` (the yes-no
+/// margin the head computes): the synthetic Qwen3's logits differ from llama.cpp's by about
+/// 0.01 on average (tests/data/families, f16), and a score near 0.5 moves a quarter as much.
+const TOLERANCE: f64 = 0.03;
+
+fn logit(p: f64) -> f64 {
+    (p / (1.0 - p)).ln()
+}
 
 fn reference() -> Value {
     let p = concat!(
@@ -66,9 +71,10 @@ fn assert_same_ranking(ours: &[(u64, f64)], theirs: &[(u64, f64)], what: &str) {
     for &(i, s) in theirs {
         let mine = ours.iter().find(|r| r.0 == i);
         let (_, m) = mine.unwrap_or_else(|| panic!("{what}: no document {i} in {ours:?}"));
+        let d = (logit(*m) - logit(s)).abs();
         assert!(
-            (m - s).abs() < TOLERANCE,
-            "{what}: document {i}: {m} vs {s}"
+            d < TOLERANCE,
+            "{what}: document {i}: {m} vs {s} (logits {d} apart)"
         );
     }
     for (k, (o, t)) in ours.iter().zip(theirs).enumerate() {
@@ -76,7 +82,7 @@ fn assert_same_ranking(ours: &[(u64, f64)], theirs: &[(u64, f64)], what: &str) {
             let near = theirs
                 .iter()
                 .find(|r| r.0 == o.0)
-                .is_some_and(|r| (r.1 - t.1).abs() < TOLERANCE);
+                .is_some_and(|r| (logit(r.1) - logit(t.1)).abs() < TOLERANCE);
             assert!(near, "{what}: place {k}: {ours:?} vs {theirs:?}");
         }
     }
@@ -217,8 +223,9 @@ fn paths_top_n_and_errors() {
         "/rerank",
         &json!({"query": "q", "documents": ["hi", long]}),
     );
-    bad(&r, "documents[1]");
+    assert_eq!(r.status, 400);
     assert_eq!(r.json()["error"]["type"], "exceed_context_size_error");
+    assert_eq!(r.json()["error"]["param"], "documents[1]");
     let r = send("127.0.0.1", port, "POST", "/rerank", &[], "{");
     assert_eq!(r.status, 400);
 
