@@ -82,7 +82,7 @@ def one_stream(port, i, n_predict, out):
             tokens += 1
         out[i] = ("ok" if done else "cut", 200, tokens)
     except Exception as e:  # noqa: BLE001 - every failure is counted, none is fatal
-        out[i] = ("error", str(e), 0)
+        out[i] = ("error", f"{type(e).__name__}: {e}", 0)
 
 
 def round_on(cmd, n, n_predict):
@@ -114,6 +114,12 @@ def round_on(cmd, n, n_predict):
         w.join()
         ok = sum(1 for o in out if o and o[0] == "ok")
         tokens = sum(o[2] for o in out if o)
+        kinds = {}
+        for o in out:
+            if o and o[0] != "ok":
+                kinds[f"{o[0]} {o[1]}"[:80]] = kinds.get(f"{o[0]} {o[1]}"[:80], 0) + 1
+        for k, v in kinds.items():
+            print(f"  {v} x {k}", flush=True)
         return {"ok": ok, "failed": n - ok, "tok_s": tokens / wall, "wall": wall,
                 "peak_mib": peak[0] / 1024}
     finally:
