@@ -130,7 +130,7 @@ pub fn raise_open_file_limit() -> Option<u64> {
                 lim = raised;
             }
         }
-        Some(lim.rlim_cur as u64)
+        Some(lim.rlim_cur)
     }
     #[cfg(not(unix))]
     {

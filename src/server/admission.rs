@@ -104,10 +104,6 @@ impl<T: Send + 'static> WaitingRoom<T> {
         }
     }
 
-    pub fn limits(&self) -> RoomLimits {
-        self.limits
-    }
-
     /// Lets `item`, a connection from `ip`, wait for a worker; gives it back when the room or
     /// its address's share of it is full.
     pub fn enter(&self, ip: IpAddr, item: T) -> Result<(), (T, Refusal)> {
