@@ -86,11 +86,7 @@ fn every_flag_and_alias_of_llama_server_is_accepted_or_refused_in_one_line() {
 fn refused_features_exit_non_zero_in_one_line_naming_the_feature() {
     for (args, needle) in [
         (
-            &["--lora", "a.gguf"][..],
-            "--lora: this build does not support LoRA adapters",
-        ),
-        (
-            &["--mmproj-url", "http://x/p.gguf"],
+            &["--mmproj-url", "http://x/p.gguf"][..],
             "--mmproj-url: this build does not support downloading models",
         ),
         (
