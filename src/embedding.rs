@@ -8,6 +8,7 @@
 //! run through a private KV cache in chunks of the batch size, so a text longer than one batch
 //! gives the same vectors a single pass would.
 
+use crate::backend::BackendError;
 use crate::engine::PlacedModel;
 use crate::model::Batch;
 
@@ -80,15 +81,15 @@ impl Pooling {
 /// classification head's outputs); not normalised. Runs at most `n_batch` tokens per forward
 /// pass through a cache of `n_ctx` positions.
 ///
-/// Panics for [`Pooling::Rank`] on a model without a classification head (check
-/// [`rank_ready`] first).
+/// A backend's failure (an RPC worker gone) is passed on. Panics for [`Pooling::Rank`] on a
+/// model without a classification head (check [`rank_ready`] first).
 pub fn embed(
     model: &PlacedModel,
     tokens: &[u32],
     pooling: Pooling,
     n_ctx: usize,
     n_batch: usize,
-) -> Vec<Vec<f32>> {
+) -> Result<Vec<Vec<f32>>, BackendError> {
     assert!(!tokens.is_empty() && tokens.len() <= n_ctx);
     let e = model.config.n_embd;
     let last = tokens.len() - 1;
@@ -97,7 +98,7 @@ pub fn embed(
         Pooling::Cls => i == 0,
         Pooling::Last | Pooling::Rank => i == last,
     };
-    let mut caches = [model.new_cache(n_ctx)];
+    let mut caches = [model.try_new_cache_layers(n_ctx, model.config.n_layer)?];
     let mut rows = Vec::new();
     for (k, chunk) in tokens.chunks(n_batch.max(1)).enumerate() {
         let start = k * n_batch.max(1);
@@ -108,9 +109,9 @@ pub fn embed(
             logits: (start..start + chunk.len()).map(wanted).collect(),
             bidirectional: false,
         };
-        rows.extend(model.hidden_states(&batch, &mut caches));
+        rows.extend(model.try_hidden_states(&batch, &mut caches)?);
     }
-    match pooling {
+    Ok(match pooling {
         Pooling::None => rows.chunks_exact(e).map(<[f32]>::to_vec).collect(),
         Pooling::Mean => vec![mean_rows(&rows, e)],
         Pooling::Cls | Pooling::Last => vec![rows],
@@ -118,7 +119,7 @@ pub fn embed(
             let head = model.weights.classifier.as_ref().expect("rank_ready");
             vec![classify(model, head, &rows)]
         }
-    }
+    })
 }
 
 /// Why `model` cannot rank, if it cannot: rank pooling needs a classification head.

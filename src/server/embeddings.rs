@@ -91,7 +91,8 @@ pub fn handle(state: &State, body: &[u8], rsp: &mut Responder, api: Api) -> Resu
                 return Ok(());
             }
             let model = &state.loaded.model;
-            let rows = embed(model, p, pooling, n_ctx, state.config.n_batch);
+            let rows = embed(model, p, pooling, n_ctx, state.config.n_batch)
+                .map_err(|e| ApiError::unavailable(e.to_string()))?;
             vectors.push(match pooling {
                 Pooling::None => rows,
                 _ => rows.iter().map(|r| normalize(r, embd_normalize)).collect(),

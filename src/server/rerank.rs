@@ -105,7 +105,8 @@ pub fn handle(state: &State, body: &[u8], rsp: &mut Responder) -> Result<(), Api
                 Pooling::Rank,
                 n_ctx,
                 state.config.n_batch,
-            );
+            )
+            .map_err(|e| ApiError::unavailable(e.to_string()))?;
             scores.push(out[0][0]);
         }
     }
