@@ -14,9 +14,9 @@ import json
 import os
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import llama_server_ref  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = sys.argv[1] if len(sys.argv) > 1 else os.path.expanduser("~/.cache/llama-cpp-ref/bin")
@@ -45,31 +45,11 @@ REQUESTS = [
 
 
 def post(path, body):
-    req = urllib.request.Request(
-        f"http://127.0.0.1:{PORT}{path}",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=120) as r:
-        return json.load(r)
+    return llama_server_ref.post(PORT, path, body)
 
 
 def serve(model, args):
-    env = dict(os.environ, LD_LIBRARY_PATH=BIN)
-    p = subprocess.Popen(
-        [os.path.join(BIN, "llama-server"), "-m", model, "--port", str(PORT), "-t", "2", *args],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    for _ in range(300):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/health", timeout=1) as r:
-                if r.status == 200:
-                    return p
-        except (urllib.error.URLError, ConnectionError):
-            pass
-        time.sleep(0.2)
-    p.kill()
-    sys.exit("llama-server did not start")
+    return llama_server_ref.serve(BIN, model, PORT, args)
 
 
 def synth(family):

@@ -1,0 +1,42 @@
+"""Starting llama-server and asking it, for the tools that record its answers as test
+references (make-server-refs.py, make-rerank-refs.py)."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+
+def post(port, path, body):
+    """POSTs `body` as JSON to `path` on the server at loopback `port`; the parsed answer."""
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.load(r)
+
+
+def serve(bin_dir, model, port, args):
+    """Starts BIN_DIR/llama-server on `model` at loopback `port` with `args` (two threads) and
+    waits until /health answers; the process. Exits the script when it does not start."""
+    env = dict(os.environ, LD_LIBRARY_PATH=bin_dir)
+    p = subprocess.Popen(
+        [os.path.join(bin_dir, "llama-server"), "-m", model, "--port", str(port), "-t", "2",
+         *args],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    for _ in range(300):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
+                if r.status == 200:
+                    return p
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        time.sleep(0.2)
+    p.kill()
+    sys.exit("llama-server did not start")
