@@ -12,42 +12,12 @@
 
 mod common;
 
+use common::logit_refs::{read_rows, Agreement};
 use common::synth::{families_dir, index, synth_model};
 use llamafile::engine::PlacedModel;
 use llamafile::gguf::GgufFile;
 use llamafile::model::Batch;
 use std::sync::Arc;
-
-/// One position of llama.cpp's reference: its top ids and logits, and the fixed sample's logits.
-struct RefRow {
-    top: Vec<(usize, f32)>,
-    sample: Vec<f32>,
-}
-
-fn read_rows(name: &str, k: usize, n_sample: usize) -> Vec<RefRow> {
-    let bytes = std::fs::read(families_dir().join(format!("{name}.bin"))).unwrap();
-    let word = |i: usize| <[u8; 4]>::try_from(&bytes[4 * i..4 * i + 4]).unwrap();
-    let per_row = 2 * k + n_sample;
-    assert_eq!(bytes.len() % (4 * per_row), 0, "{name}.bin: truncated");
-    (0..bytes.len() / (4 * per_row))
-        .map(|r| {
-            let base = r * per_row;
-            RefRow {
-                top: (0..k)
-                    .map(|j| {
-                        (
-                            u32::from_le_bytes(word(base + j)) as usize,
-                            f32::from_le_bytes(word(base + k + j)),
-                        )
-                    })
-                    .collect(),
-                sample: (0..n_sample)
-                    .map(|j| f32::from_le_bytes(word(base + 2 * k + j)))
-                    .collect(),
-            }
-        })
-        .collect()
-}
 
 /// Compares every reference set of `family` (both weight types, every context size).
 fn check_family(family: &str) {
@@ -76,9 +46,8 @@ fn check_family(family: &str) {
         let model = PlacedModel::load(file).unwrap_or_else(|e| panic!("{name}: {e}"));
         let n_vocab = model.config.n_vocab;
         let n_ctx = set["n_ctx"].as_u64().unwrap() as usize;
-        let rows = read_rows(name, k, sample.len());
-        let mut r = 0;
-        let (mut diff_sum, mut diff_n, mut agree) = (0f64, 0usize, 0usize);
+        let rows = read_rows(&families_dir(), name, k, sample.len());
+        let mut verdict = Agreement::default();
         for prompt in set["prompts"].as_array().unwrap() {
             let ids: Vec<u32> = prompt
                 .as_array()
@@ -89,44 +58,11 @@ fn check_family(family: &str) {
             let mut cache = [model.new_cache(n_ctx)];
             let logits = model.forward(&Batch::sequence(&ids, 0, true), &mut cache);
             for row in logits.chunks_exact(n_vocab) {
-                let want = &rows[r];
-                r += 1;
-                let argmax = (0..n_vocab)
-                    .max_by(|&a, &b| row[a].total_cmp(&row[b]).then(b.cmp(&a)))
-                    .unwrap();
-                agree += (argmax == want.top[0].0) as usize;
-                let pairs = want
-                    .top
-                    .iter()
-                    .copied()
-                    .chain(sample.iter().copied().zip(want.sample.iter().copied()));
-                for (id, lg) in pairs {
-                    diff_sum += (row[id] as f64 - lg as f64).abs();
-                    diff_n += 1;
-                }
+                verdict.add(row, &rows[verdict.rows()], &sample);
             }
         }
-        assert_eq!(r, rows.len(), "{name}: positions");
-        let mean = diff_sum / diff_n as f64;
-        let noise = set["noise_mean_abs"].as_f64().unwrap();
-        let noise_agree = set["noise_argmax_agree"].as_f64().unwrap();
-        let agreement = agree as f64 / r as f64;
-        eprintln!(
-            "{name}: mean |dlogit| {mean:.5} (llama.cpp's own noise {noise:.5}), argmax \
-             agreement {agree}/{r} (llama.cpp's own {:.1}%)",
-            noise_agree * 100.0
-        );
-        assert!(
-            mean <= 2.0 * noise,
-            "{name}: mean |dlogit| {mean:.5} exceeds twice llama.cpp's own noise {noise:.5}"
-        );
-        assert!(
-            agreement >= noise_agree - 0.03,
-            "{name}: argmax agrees with llama.cpp at {:.1}% of positions, llama.cpp with itself \
-             at {:.1}%",
-            agreement * 100.0,
-            noise_agree * 100.0
-        );
+        assert_eq!(verdict.rows(), rows.len(), "{name}: positions");
+        verdict.assert_within_noise(name, set);
     }
 }
 

@@ -11,6 +11,7 @@
 mod common;
 
 use common::http::{post, send, Reply};
+use common::logit_refs::{read_rows, Agreement};
 use common::server::{start_with, Server};
 use common::synth::synth_model;
 use common::{assert_one_line_error, llamafile, model_path};
@@ -95,34 +96,6 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .to_string()
 }
 
-/// One position of llama.cpp's reference: its top ids and logits, and the samples' logits.
-type RefRow = (Vec<(usize, f32)>, Vec<f32>);
-
-/// llama.cpp's rows of set `name`.
-fn read_rows(name: &str, k: usize, n_sample: usize) -> Vec<RefRow> {
-    let bytes = std::fs::read(lora_dir().join(format!("{name}.bin"))).unwrap();
-    let word = |i: usize| <[u8; 4]>::try_from(&bytes[4 * i..4 * i + 4]).unwrap();
-    let per_row = 2 * k + n_sample;
-    assert_eq!(bytes.len() % (4 * per_row), 0, "{name}.bin: truncated");
-    (0..bytes.len() / (4 * per_row))
-        .map(|r| {
-            let base = r * per_row;
-            let top = (0..k)
-                .map(|j| {
-                    (
-                        u32::from_le_bytes(word(base + j)) as usize,
-                        f32::from_le_bytes(word(base + k + j)),
-                    )
-                })
-                .collect();
-            let sample = (0..n_sample)
-                .map(|j| f32::from_le_bytes(word(base + 2 * k + j)))
-                .collect();
-            (top, sample)
-        })
-        .collect()
-}
-
 fn prompt_ids(v: &Value) -> Vec<u32> {
     v.as_array()
         .unwrap()
@@ -177,26 +150,13 @@ fn adapters_match_llama_cpp_at_each_scale_and_two_at_once() {
                 .expect("adapter name");
             mix.scales[id] = a[1].as_f64().unwrap() as f32;
         }
-        let rows = read_rows(name, k, sample.len());
-        let (mut r, mut diff_sum, mut diff_n, mut agree) = (0, 0f64, 0usize, 0usize);
+        let rows = read_rows(&lora_dir(), name, k, sample.len());
+        let mut verdict = Agreement::default();
         for (p, prompt) in set["prompts"].as_array().unwrap().iter().enumerate() {
             let ids = prompt_ids(prompt);
             let got = logits(&model, &ids, n_ctx, Some(&mix));
             for row in got.chunks_exact(n_vocab) {
-                let (top, samples) = &rows[r];
-                r += 1;
-                let argmax = (0..n_vocab)
-                    .max_by(|&a, &b| row[a].total_cmp(&row[b]).then(b.cmp(&a)))
-                    .unwrap();
-                agree += (argmax == top[0].0) as usize;
-                let pairs = top
-                    .iter()
-                    .copied()
-                    .chain(sample.iter().copied().zip(samples.iter().copied()));
-                for (id, lg) in pairs {
-                    diff_sum += (row[id] as f64 - lg as f64).abs();
-                    diff_n += 1;
-                }
+                verdict.add(row, &rows[verdict.rows()], &sample);
             }
             // The adapters move the logits far beyond the tolerance (else this proves little).
             let moved = got
@@ -210,18 +170,8 @@ fn adapters_match_llama_cpp_at_each_scale_and_two_at_once() {
                 "{name}: the adapters moved logits by {moved} only"
             );
         }
-        assert_eq!(r, rows.len(), "{name}: positions");
-        let mean = diff_sum / diff_n as f64;
-        let noise = set["noise_mean_abs"].as_f64().unwrap();
-        let noise_agree = set["noise_argmax_agree"].as_f64().unwrap();
-        let agreement = agree as f64 / r as f64;
-        eprintln!(
-            "{name}: mean |dlogit| {mean:.5} (llama.cpp's own noise {noise:.5}), argmax \
-             agreement {agree}/{r} (llama.cpp's own {:.1}%)",
-            noise_agree * 100.0
-        );
-        assert!(mean <= 2.0 * noise, "{name}: mean |dlogit| {mean:.5}");
-        assert!(agreement >= noise_agree - 0.03, "{name}: argmax agreement");
+        assert_eq!(verdict.rows(), rows.len(), "{name}: positions");
+        verdict.assert_within_noise(name, set);
     }
     // Scales of 0 are the model itself, bit for bit; the model's own scales (`--lora-scaled`)
     // are what a pass naming none runs at.

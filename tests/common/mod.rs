@@ -6,6 +6,7 @@
 pub mod help;
 pub mod http;
 pub mod llava;
+pub mod logit_refs;
 #[cfg(target_os = "linux")]
 pub mod net;
 pub mod picture;
