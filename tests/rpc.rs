@@ -464,6 +464,40 @@ fn the_server_runs_on_workers_and_answers_503_naming_a_dead_one() {
 }
 
 #[test]
+fn embeddings_answer_503_naming_a_dead_worker() {
+    let Some(p) = model_path(MODELS[0].0) else {
+        return;
+    };
+    let Some((a, mut b)) = two_workers() else {
+        return;
+    };
+    let rpc_list = format!("{},{}", a.endpoint, b.endpoint);
+    let args = [
+        "--embedding",
+        "--pooling",
+        "mean",
+        "-c",
+        "512",
+        "--rpc",
+        &rpc_list,
+        "-ngl",
+        "999",
+        "-to",
+        "5",
+    ];
+    let srv = server::start_with(&p, &args);
+    let body = serde_json::json!({"input": "hello world"});
+    let r = http::post(srv.port, "/v1/embeddings", &body);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    b.child.kill().unwrap();
+    b.child.wait().unwrap();
+    let r = http::post(srv.port, "/v1/embeddings", &body);
+    assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
+    let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(msg.contains(&format!("RPC worker {}", b.endpoint)), "{msg}");
+}
+
+#[test]
 fn list_devices_and_device_name_the_workers_devices_as_llama_cpp() {
     let Some((a, b)) = two_workers() else {
         return;
