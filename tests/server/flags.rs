@@ -28,6 +28,10 @@ const INFO: &[&str] = &["--help", "--version", "--completion-bash", "--list-devi
 /// Flags that connect to other machines at start (tests/rpc.rs starts workers for them).
 const REMOTE: &[&str] = &["--rpc"];
 
+/// Flags that need another kind of model than SmolLM2 (a reranker's classification head; the
+/// refusal at start is checked by tests/server/rerank.rs).
+const OTHER_MODEL: &[&str] = &["--rerank"];
+
 #[test]
 fn every_flag_without_a_file_starts_a_healthy_server() {
     let Some(model) = common::model_path(SMOLLM2) else {
@@ -40,6 +44,7 @@ fn every_flag_without_a_file_starts_a_healthy_server() {
         if f.takes_file()
             || INFO.contains(&f.long())
             || REMOTE.contains(&f.long())
+            || OTHER_MODEL.contains(&f.long())
             || f.long() == "--port"
         {
             continue;
