@@ -1,0 +1,83 @@
+//! Matrix-vector kernel speed on real weights (a benchmark, not a timed test: it only prints).
+//! Run: `cargo test --release --test matvec_bench -- --ignored --nocapture` (`LLAMAFILE_CPU`
+//! picks the kernels; `MATVEC_BENCH_MODEL` names a GGUF, default Qwen2.5-Coder-1.5B).
+//!
+//! For each weight type the model has, one thread runs the one-token kernel over a tensor of
+//! that type twice: hot (a slice that fits in L2, repeated) and streaming (every matrix of that
+//! type in turn, as a generated token reads them), and prints the GB/s of weights read.
+
+mod common;
+
+use llamafile::gguf::GgufFile;
+use llamafile::quant::{self, GgmlType};
+use std::time::Instant;
+
+fn run(ty: GgmlType, cols: usize, w: &[u8], reps: usize) -> f64 {
+    let act_ty = ty.vec_dot_type();
+    let x: Vec<f32> = (0..cols)
+        .map(|i| ((i * 7919) % 113) as f32 / 57.0 - 1.0)
+        .collect();
+    let mut qx = vec![0u8; act_ty.block_bytes() * cols / act_ty.block_elems()];
+    quant::quantize_row(act_ty, &x, &mut qx);
+    let packed = quant::pack_single(ty, cols, &qx);
+    let rows = w.len() / (ty.block_bytes() * cols / ty.block_elems());
+    let mut out = vec![0f32; rows];
+    quant::matvec(w, &packed, &mut out);
+    let t = Instant::now();
+    for _ in 0..reps {
+        quant::matvec(w, &packed, &mut out);
+    }
+    (w.len() * reps) as f64 / t.elapsed().as_secs_f64() / 1e9
+}
+
+#[test]
+#[ignore = "benchmark: run with --ignored --nocapture"]
+fn matvec_gb_per_second() {
+    let name = std::env::var("MATVEC_BENCH_MODEL")
+        .unwrap_or_else(|_| "qwen2.5-coder-1.5b-instruct".to_string());
+    let Some(p) = common::model_path(&name) else {
+        return;
+    };
+    let f = GgufFile::open(&p).unwrap();
+    println!("kernels: {}", quant::kernel_variant());
+    let mut types: Vec<GgmlType> = f.tensors().iter().map(|t| t.ty).collect();
+    types.sort_by_key(|t| format!("{t}"));
+    types.dedup();
+    for ty in types {
+        if !quant::has_matvec(ty) {
+            continue;
+        }
+        let mats: Vec<_> = f
+            .tensors()
+            .iter()
+            .filter(|t| t.ty == ty && t.dims.len() == 2 && t.name != "token_embd.weight")
+            .collect();
+        let Some(first) = mats.first() else { continue };
+        let cols = first.dims[0] as usize;
+        let row_bytes = ty.block_bytes() * cols / ty.block_elems();
+        let hot_rows = (512 * 1024 / row_bytes / 8).max(1) * 8;
+        let hot = &f.tensor_data(first)[..hot_rows * row_bytes];
+        let hot_gbs = run(ty, cols, hot, 400);
+        // Every page mapped before timing: the first pass only faults the file in.
+        for m in &mats {
+            run(ty, m.dims[0] as usize, f.tensor_data(m), 0);
+        }
+        let t = Instant::now();
+        let mut bytes = 0usize;
+        for _ in 0..2 {
+            for m in &mats {
+                let w = f.tensor_data(m);
+                let c = m.dims[0] as usize;
+                run(ty, c, w, 1);
+                bytes += 2 * w.len();
+            }
+        }
+        let stream_gbs = bytes as f64 / t.elapsed().as_secs_f64() / 1e9;
+        println!(
+            "{ty}: hot {hot_gbs:.1} GB/s ({} KiB), streaming {stream_gbs:.1} GB/s over {} matrices ({} MB)",
+            hot.len() / 1024,
+            mats.len(),
+            bytes / 4_000_000
+        );
+    }
+}
