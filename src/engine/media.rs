@@ -15,6 +15,7 @@
 //! once.
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use super::session::Session;
@@ -62,6 +63,36 @@ pub fn after_image(tokens: &[u32], mut n: usize) -> usize {
         n += 1;
     }
     n
+}
+
+/// `n` moved forward to the end of the whole image (one of `spans`, sorted) it falls strictly
+/// inside of, or to the end of `tokens` for an image not all there yet.
+pub fn after_span(spans: &[Range<usize>], n: usize, len: usize) -> usize {
+    match spans.iter().find(|s| s.start < n && n < s.end) {
+        Some(s) => s.end.min(len).max(n),
+        None => n,
+    }
+}
+
+/// Where a context shift of `tokens` cuts when it keeps the first `keep`: the positions it
+/// keeps and how many after them it drops (the older half of the rest), both moved forward so
+/// that no image input (its run of media tokens) and no whole image of `spans` (its markers,
+/// tiles and overview) is cut in half: an image is kept with the prefix or dropped whole.
+pub fn shift_cut(tokens: &[u32], spans: &[Range<usize>], keep: usize) -> (usize, usize) {
+    let len = tokens.len();
+    let cut = |n: usize| after_span(spans, after_image(tokens, n.min(len)), len);
+    let keep = cut(keep);
+    let discard = (len - keep) / 2;
+    (keep, cut(keep + discard) - keep)
+}
+
+/// `spans` after a context shift dropped positions `keep..keep + discard` (cut as
+/// [`shift_cut`] cuts): the images there are gone and the later ones move down.
+pub fn shift_spans(spans: &mut Vec<Range<usize>>, keep: usize, discard: usize) {
+    spans.retain(|s| s.end <= keep || s.start >= keep + discard);
+    for s in spans.iter_mut().filter(|s| s.start >= keep + discard) {
+        *s = s.start - discard..s.end - discard;
+    }
 }
 
 /// `n` moved back to the start of an image it falls inside of `tokens`.
@@ -152,6 +183,10 @@ pub enum Chunk {
 #[derive(Clone, Debug, Default)]
 pub struct MediaPrompt {
     pub chunks: Vec<Chunk>,
+    /// The positions each whole image takes, in order: its begin and end text, and for an
+    /// image cut into tiles every tile, the overview and the text between them. A context
+    /// shift keeps or drops each of these whole.
+    pub spans: Vec<Range<usize>>,
 }
 
 impl MediaPrompt {
@@ -159,6 +194,7 @@ impl MediaPrompt {
     pub fn text(tokens: Vec<u32>) -> MediaPrompt {
         MediaPrompt {
             chunks: vec![Chunk::Text(tokens)],
+            spans: Vec::new(),
         }
     }
 
@@ -354,23 +390,31 @@ impl Media {
                 images: images.len(),
             });
         }
-        let mut chunks: Vec<Chunk> = Vec::new();
+        let mut p = MediaPrompt::default();
         for (i, piece) in pieces.iter().enumerate() {
-            push_ids(&mut chunks, tok.encode(piece, false, true));
+            push_ids(&mut p.chunks, tok.encode(piece, false, true));
             if let Some(img) = images.get(i) {
-                push_ids(&mut chunks, tok.encode(self.layout.begin, false, true));
+                let start = p.len();
+                let chunks = &mut p.chunks;
+                push_ids(chunks, tok.encode(self.layout.begin, false, true));
                 match (&self.layout.tiles, img.grid) {
-                    (Some(t), Some(grid)) => self.push_tiles(&mut chunks, tok, t, img, grid)?,
+                    (Some(t), Some(grid)) => self.push_tiles(chunks, tok, t, img, grid)?,
                     _ => chunks.extend(img.inputs.iter().map(|i| Chunk::Image(i.clone()))),
                 }
-                push_ids(&mut chunks, tok.encode(self.layout.end, false, true));
+                push_ids(chunks, tok.encode(self.layout.end, false, true));
+                p.spans.push(start..p.len());
             }
         }
+        let mut chunks = p.chunks;
+        let mut spans = p.spans;
         if add_special && tok.add_bos() {
             if let Some(bos) = tok.bos() {
                 match chunks.first_mut() {
                     Some(Chunk::Text(t)) => t.insert(0, bos),
                     _ => chunks.insert(0, Chunk::Text(vec![bos])),
+                }
+                for s in &mut spans {
+                    *s = s.start + 1..s.end + 1;
                 }
             }
         }
@@ -382,7 +426,7 @@ impl Media {
                 }
             }
         }
-        Ok(MediaPrompt { chunks })
+        Ok(MediaPrompt { chunks, spans })
     }
 
     /// The tiles of `img` (a `grid` of columns and rows) and its overview, with the text and
@@ -461,6 +505,7 @@ impl Session<'_> {
         let keep = super::session::common_prefix(&self.tokens, &tokens).min(at_most);
         let keep = before_image(&tokens, keep);
         self.truncate(keep);
+        self.image_spans = prompt.spans.clone();
         let mut logits = Vec::new();
         let mut off = 0;
         for c in &prompt.chunks {
@@ -538,6 +583,74 @@ mod tests {
         assert_eq!(before_image(&t, 8), 8);
     }
 
+    /// SmolVLM's layout: text, then a begin marker, two tiles with their markers, the
+    /// overview between its own, an end marker, then text and a Gemma-3-like single image.
+    fn tiled_tokens() -> (Vec<u32>, Vec<Range<usize>>) {
+        let (a, b, o, g) = (
+            media_token(1),
+            media_token(2),
+            media_token(3),
+            media_token(4),
+        );
+        let mut t = vec![1, 2, 3];
+        let first = t.len();
+        t.extend([10, 11]);
+        t.extend([a; 4]);
+        t.extend([12]);
+        t.extend([b; 4]);
+        t.extend([13, 14]);
+        t.extend([o; 4]);
+        t.extend([15]);
+        let second = t.len();
+        t.extend([20, 21, 22, 23]);
+        let third = t.len();
+        t.extend([16, g, g, g, 17]);
+        let spans = vec![first..second, third..t.len()];
+        t.extend(30..34);
+        (t, spans)
+    }
+
+    #[test]
+    fn a_shift_keeps_or_drops_whole_tiled_images() {
+        let (t, spans) = tiled_tokens();
+        let inside = |n: usize| spans.iter().any(|s| s.start < n && n < s.end);
+        for keep in 0..=t.len() {
+            let (k, d) = shift_cut(&t, &spans, keep);
+            assert!(k >= keep.min(t.len()), "keep {keep}");
+            assert!(
+                !inside(k) && !inside(k + d),
+                "keep {keep}: cut at {k} and {}",
+                k + d
+            );
+            assert!(after_image(&t, k) == k && after_image(&t, k + d) == k + d);
+        }
+        // Between the two tiles: the whole image is kept.
+        assert_eq!(shift_cut(&t, &spans, 10).0, spans[0].end);
+        // The older half of the rest ends between the tiles: the whole image goes.
+        let (k, d) = shift_cut(&t, &spans, 2);
+        assert_eq!((k, k + d), (2, spans[0].end));
+        // Without the spans only the inputs stay whole (a cut between tiles).
+        assert_eq!(shift_cut(&t, &[], 10), (10, (t.len() - 10) / 2));
+    }
+
+    #[test]
+    fn spans_follow_a_shift() {
+        let (_, spans) = tiled_tokens();
+        let mut s = spans.clone();
+        shift_spans(&mut s, 2, spans[0].end - 2);
+        let d = spans[0].end - 2;
+        assert_eq!(s, vec![spans[1].start - d..spans[1].end - d]);
+        let mut s = spans.clone();
+        shift_spans(&mut s, spans[0].end, 4);
+        assert_eq!(
+            s,
+            vec![spans[0].clone(), spans[1].start - 4..spans[1].end - 4]
+        );
+        let mut s = spans.clone();
+        shift_spans(&mut s, spans[1].end, 5);
+        assert_eq!(s, spans);
+    }
+
     #[test]
     fn prompt_positions_follow_chunks() {
         let img = Arc::new(ImageInput {
@@ -552,6 +665,7 @@ mod tests {
                 Chunk::Image(img.clone()),
                 Chunk::Text(vec![3]),
             ],
+            spans: vec![2..6],
         };
         assert_eq!(p.len(), 7);
         assert_eq!(p.n_image_tokens(), 4);

@@ -12,11 +12,11 @@ use crate::engine::speculative::Speculator;
 use crate::engine::PlacedModel;
 use crate::model::{Batch, ForwardPlan, LoraMix};
 use crate::sampling::Sampler;
-use std::ops::ControlFlow;
+use std::ops::{ControlFlow, Range};
 
 /// Context shift of one sequence (`tokens`, whose keys and values are in `cache`): the first
 /// `keep` tokens stay, the older half of the others goes, and the rest move down; an image's
-/// positions (media tokens) go or stay together. False when nothing could be dropped; a
+/// positions (its media tokens) go or stay together. False when nothing could be dropped; a
 /// backend's failure (a device, an RPC worker) is passed on.
 pub fn shift_context(
     model: &PlacedModel,
@@ -24,15 +24,27 @@ pub fn shift_context(
     tokens: &mut Vec<u32>,
     keep: usize,
 ) -> Result<bool, BackendError> {
-    // An image stays whole: kept with the prefix, or dropped from first row to last.
-    let keep = super::media::after_image(tokens, keep.min(tokens.len()));
-    let discard = (tokens.len() - keep) / 2;
-    let discard = super::media::after_image(tokens, keep + discard) - keep;
+    shift_context_images(model, cache, tokens, &mut Vec::new(), keep)
+}
+
+/// [`shift_context`] of a sequence whose whole images (markers, tiles and overview) take the
+/// positions `image_spans`: each is kept or dropped whole, and the spans follow the shift.
+pub fn shift_context_images(
+    model: &PlacedModel,
+    cache: &mut SeqCache,
+    tokens: &mut Vec<u32>,
+    image_spans: &mut Vec<Range<usize>>,
+    keep: usize,
+) -> Result<bool, BackendError> {
+    // An image stays whole (its markers, tiles and overview too): kept with the prefix, or
+    // dropped from its first position to its last.
+    let (keep, discard) = super::media::shift_cut(tokens, image_spans, keep);
     if discard == 0 {
         return Ok(false);
     }
     model.try_shift_cache(cache, keep, discard)?;
     tokens.drain(keep..keep + discard);
+    super::media::shift_spans(image_spans, keep, discard);
     Ok(true)
 }
 
@@ -77,6 +89,9 @@ pub struct Session<'m> {
     /// `None`: the model's own (`--lora`). Its cache holds what they computed: change it only
     /// with the cache emptied.
     pub lora: Option<LoraMix>,
+    /// The positions of each whole image among `tokens` (markers, tiles and overview), set by
+    /// whoever feeds a prompt with images; a context shift keeps or drops each whole.
+    pub image_spans: Vec<Range<usize>>,
 }
 
 impl<'m> Session<'m> {
@@ -138,6 +153,7 @@ impl<'m> Session<'m> {
             plan: ForwardPlan { n_layers, ..plan },
             context_shift: None,
             lora: None,
+            image_spans: Vec::new(),
         })
     }
 
@@ -148,6 +164,7 @@ impl<'m> Session<'m> {
 
     /// Forgets every token after the first `keep`.
     pub fn truncate(&mut self, keep: usize) {
+        self.image_spans.retain(|s| s.end <= keep);
         self.tokens.truncate(keep);
         self.cache.truncate(keep);
     }
@@ -200,7 +217,8 @@ impl<'m> Session<'m> {
         let Some(keep) = self.context_shift else {
             return Ok(false);
         };
-        shift_context(self.model, &mut self.cache, &mut self.tokens, keep)
+        let (cache, spans) = (&mut self.cache, &mut self.image_spans);
+        shift_context_images(self.model, cache, &mut self.tokens, spans, keep)
     }
 
     /// Samples up to `n_predict` tokens (negative: until end or full context) starting from
@@ -413,6 +431,8 @@ impl<'m> Session<'m> {
             });
         }
         self.tokens = tokens;
+        // Whole images are known again when the next prompt is fed.
+        self.image_spans.clear();
         Ok(8 + ids.len() as u64 + read)
     }
 }

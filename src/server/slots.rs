@@ -94,6 +94,10 @@ impl<'m> Slot<'m> {
             0
         };
         self.session.context_shift = keep_on_shift;
+        // Whole images of the prompt, for the context shift.
+        self.session.image_spans = (job.params.media.as_ref())
+            .map(|m| m.spans.clone())
+            .unwrap_or_default();
         if let Some(spec) = self.spec.as_mut() {
             spec.restart();
         }
