@@ -27,6 +27,7 @@ mod reasoning;
 mod rerank;
 mod responses;
 mod sampling;
+mod scale;
 mod slot_files;
 mod stream_extras;
 mod tools;
