@@ -100,6 +100,30 @@ pub fn render(
     }
 }
 
+/// The text the template adds to open the assistant's turn after `messages` (llama-server's
+/// `generation_prompt`): what rendering them with the generation prompt adds to rendering them
+/// without. `opened`: the rendering with it, when already made.
+pub fn opening(
+    template: &ChatTemplate,
+    messages: &[Message],
+    options: &RenderOptions,
+    opened: Option<&str>,
+) -> Result<String, ApiError> {
+    let render = |generation_prompt: bool| {
+        let mut o = options.clone();
+        o.add_generation_prompt = generation_prompt;
+        template
+            .render_with(messages, &o)
+            .map_err(|e| ApiError::field("messages", e))
+    };
+    let closed = render(false)?;
+    let opened = match opened {
+        Some(text) => text.to_string(),
+        None => render(true)?,
+    };
+    Ok(opened[common_prefix(&closed, &opened)..].to_string())
+}
+
 /// The length in bytes of the longest common prefix of `a` and `b`, at a character boundary.
 fn common_prefix(a: &str, b: &str) -> usize {
     a.char_indices()

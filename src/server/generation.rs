@@ -11,6 +11,7 @@ use super::protocol::{Event, GenParams, Progress, Stats, Summary};
 use super::response::{Responder, Response};
 use super::sse::SseStream;
 use super::State;
+use crate::chat::reasoning::ReasoningFormat;
 use crate::sampling::grammar::{json_schema, JSON_OBJECT_GBNF};
 use crate::sampling::logprobs::StepLogprobs;
 use crate::sampling::{random_seed, resolve_seed, Grammar, SamplerKind, SamplingParams};
@@ -153,9 +154,6 @@ pub fn sampling_params(o: &Obj, state: &State) -> Result<SamplingParams, ApiErro
         None if config.seed_random => random_seed(),
         None => defaults.seed,
     };
-    if let Some(g) = request_grammar(o)? {
-        p.grammar = Some(Arc::new(g));
-    }
     p.grammar_triggers = lazy_triggers(o)?;
     Ok(p)
 }
@@ -295,8 +293,8 @@ fn logit_bias(v: &Value, state: &State) -> Result<Vec<(u32, f32)>, ApiError> {
 
 /// The grammar a request asks for: `grammar` (GBNF), `json_schema`, or OpenAI's
 /// `response_format` (`json_object`, optionally with `schema`, or `json_schema`).
-fn request_grammar(o: &Obj) -> Result<Option<Grammar>, ApiError> {
-    let mut sources: Vec<(String, Grammar)> = Vec::new();
+fn request_grammar(o: &Obj) -> Result<Option<(String, Grammar)>, ApiError> {
+    let mut sources: Vec<(String, (String, Grammar))> = Vec::new();
     if let Some(g) = o.str("grammar")? {
         sources.push(("grammar".to_string(), parse_gbnf(g, "grammar")?));
     }
@@ -353,13 +351,18 @@ fn request_grammar(o: &Obj) -> Result<Option<Grammar>, ApiError> {
     Ok(sources.pop().map(|(_, grammar)| grammar))
 }
 
-fn parse_gbnf(gbnf: &str, field: &str) -> Result<Grammar, ApiError> {
-    Grammar::parse(gbnf).map_err(|e| ApiError::field(field, format!("invalid grammar: {e}")))
+/// A grammar's text and its compiled form; `field` names it in an error.
+fn parse_gbnf(gbnf: &str, field: &str) -> Result<(String, Grammar), ApiError> {
+    let g = Grammar::parse(gbnf)
+        .map_err(|e| ApiError::field(field, format!("invalid grammar: {e}")))?;
+    Ok((gbnf.to_string(), g))
 }
 
-fn schema_grammar(schema: &Value, field: &str) -> Result<Grammar, ApiError> {
-    json_schema::to_grammar(schema)
-        .map_err(|e| ApiError::field(field, format!("unsupported schema: {e}")))
+/// The grammar of documents matching `schema`, as text and compiled.
+fn schema_grammar(schema: &Value, field: &str) -> Result<(String, Grammar), ApiError> {
+    let gbnf = json_schema::to_gbnf(schema)
+        .map_err(|e| ApiError::field(field, format!("unsupported schema: {e}")))?;
+    parse_gbnf(&gbnf, field)
 }
 
 /// The tokens a request may generate: its own limit (-1: none) bounded by the server's `-n`
@@ -392,6 +395,21 @@ pub fn n_probs(o: &Obj, alias: Option<&str>) -> Result<Option<usize>, ApiError> 
 /// The request fields that add to a generation's events, as llama-server reads them on every
 /// endpoint: `post_sampling_probs`, `timings_per_token` and `return_progress` (which only
 /// streams carry), and `lora`, the adapters' scales (the server's global ones when absent).
+/// llama-server's name of a reasoning format.
+pub fn reasoning_name(f: ReasoningFormat) -> &'static str {
+    match f {
+        ReasoningFormat::None => "none",
+        ReasoningFormat::Deepseek => "deepseek",
+        ReasoningFormat::DeepseekLegacy => "deepseek-legacy",
+    }
+}
+
+/// Whether the OpenAI endpoints' answers carry llama-server's `__verbose` (the native result):
+/// the request's `verbose`, else whether the server runs with `--verbose` (or `-lv` above 9).
+pub fn verbose(state: &State, o: &Obj) -> Result<bool, ApiError> {
+    Ok(o.bool("verbose")?.unwrap_or(state.config.verbose))
+}
+
 pub fn read_extras(
     state: &State,
     o: &Obj,
@@ -399,6 +417,13 @@ pub fn read_extras(
     p: &mut GenParams,
 ) -> Result<(), ApiError> {
     p.lora = state.lora.request_mix(o)?;
+    p.shown.lora = super::lora::LoraState::listed(o);
+    if let Some((gbnf, g)) = request_grammar(o)? {
+        p.sampling.grammar = Some(Arc::new(g));
+        p.shown.grammar = gbnf;
+    }
+    p.shown.stream = stream;
+    p.shown.reasoning_format = reasoning_name(state.config.reasoning_format);
     p.post_sampling_probs = o.bool("post_sampling_probs")?.unwrap_or(false);
     p.timings_per_token = o.bool("timings_per_token")?.unwrap_or(false);
     p.return_progress = o.bool("return_progress")?.unwrap_or(false) && stream;

@@ -89,6 +89,25 @@ impl LoraState {
         Ok((!self.adapters.is_empty()).then_some(mix))
     }
 
+    /// The adapters a request's `lora` field lists (already checked by
+    /// [`LoraState::request_mix`]), in id order, each at its last scale: what llama-server
+    /// shows as the request's `lora`.
+    pub fn listed(o: &Obj) -> Vec<(usize, f32)> {
+        let mut out = std::collections::BTreeMap::new();
+        for item in o
+            .get("lora")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(id) = item.get("id").and_then(Value::as_u64) {
+                let scale = item.get("scale").and_then(Value::as_f64).unwrap_or(0.0);
+                out.insert(id as usize, scale as f32);
+            }
+        }
+        out.into_iter().collect()
+    }
+
     /// Scales from `[{"id": N, "scale": S}, ...]` at JSON path `path`: unlisted adapters at 0,
     /// a repeated id at its last scale.
     fn mix(&self, items: &[Value], path: &str) -> Result<LoraMix, ApiError> {

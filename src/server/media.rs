@@ -185,5 +185,5 @@ pub fn completion_prompt(
 
 /// `/props`' `modalities`, as llama-server reports them.
 pub fn modalities(state: &State) -> Value {
-    serde_json::json!({ "vision": state.media.is_some(), "audio": false })
+    serde_json::json!({ "vision": state.media.is_some(), "video": false, "audio": false })
 }

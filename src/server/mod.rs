@@ -129,6 +129,9 @@ pub struct ServerConfig {
     pub slot_save_path: Option<std::path::PathBuf>,
     /// Static files served in place of the chat page (`--path`; `None`: the chat page).
     pub static_path: Option<std::path::PathBuf>,
+    /// Answers carry llama-server's `__verbose` unless a request says otherwise (`--verbose`,
+    /// or `-lv` above 9, as llama-server decides it).
+    pub verbose: bool,
     /// Where a chat reply's thoughts go (`--reasoning-format`; a request's own
     /// `reasoning_format` wins).
     pub reasoning_format: crate::chat::reasoning::ReasoningFormat,
@@ -183,13 +186,11 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
         );
     }
     let api_keys = api_keys(cli)?;
-    let base = std::path::Path::new(model_name)
-        .file_name()
-        .map(|f| f.to_string_lossy().into_owned())
-        .unwrap_or_else(|| model_name.to_string());
+    // As llama-server: with no --alias the model is named by the path given to -m (or, in a
+    // llamafile, by the name of its GGUF inside).
     let mut aliases = cli.aliases();
     if aliases.is_empty() {
-        aliases.push(base);
+        aliases.push(model_name.to_string());
     }
     let hosts = crate::cli::split_list(Some(&cli.host));
     if hosts.is_empty() {
@@ -244,6 +245,7 @@ pub fn config_from_cli(cli: &Cli, model_name: &str, n_ctx: usize) -> Result<Serv
         spm_infill: cli.emb.spm_infill,
         batch_size: cli.batch_size.max(1),
         slot_save_path: directory(cli.srv.slot_save_path.as_deref(), "--slot-save-path")?,
+        verbose: cli.verbose || cli.compat.log_verbosity.is_some_and(|v| v > 9),
         reasoning_format: crate::chat::reasoning::ReasoningFormat::parse(
             cli.reasoning.format_name(),
         )

@@ -186,6 +186,7 @@ fn complete_all(
         return_progress: false,
         media,
         lora: None,
+        shown: Default::default(),
     };
     let stream = o.bool("stream")?.unwrap_or(false);
     let mut params = params;
@@ -212,25 +213,13 @@ fn complete_all(
             false => check_prompt(state, prompt, field)?,
         }
     }
-    let settings = settings(&params, state.scheduler.options.n_ctx_slot);
-    let tok = &state.loaded.tokenizer;
     let mut shapes: Vec<NativeShape> = prompts
         .iter()
-        .map(|p| NativeShape {
-            model: state.config.model_name.clone(),
-            return_tokens,
-            settings: settings.clone(),
-            prompt: String::from_utf8_lossy(&tok.detokenize(
-                p,
-                DetokenizeOptions {
-                    remove_special: false,
-                    render_special: true,
-                },
-            ))
-            .into_owned(),
-            n_prompt: p.len(),
-            n_decoded: 0,
-            response_fields: response_fields.clone(),
+        .map(|p| {
+            let mut shape = NativeShape::new(state, p, &params);
+            shape.return_tokens = return_tokens;
+            shape.response_fields = response_fields.clone();
+            shape
         })
         .collect();
     if !several {
@@ -246,49 +235,117 @@ fn complete_all(
     choices::run_all(state, rsp, runs, params, stream)
 }
 
-fn settings(p: &GenParams, n_ctx: usize) -> Value {
-    json!({
-        "n_ctx": n_ctx,
-        "max_tokens": p.n_predict,
-        "n_predict": p.n_predict,
-        "n_discard": 0,
-        "min_keep": 0,
-        "temperature": p.sampling.temperature,
-        "top_k": p.sampling.top_k,
-        "top_p": p.sampling.top_p,
-        "min_p": p.sampling.min_p,
-        "repeat_penalty": p.sampling.repeat_penalty,
-        "repeat_last_n": p.sampling.repeat_last_n,
-        "presence_penalty": p.sampling.presence_penalty,
-        "frequency_penalty": p.sampling.frequency_penalty,
-        "typical_p": p.sampling.typical_p,
-        "top_n_sigma": p.sampling.top_n_sigma,
-        "xtc_probability": p.sampling.xtc_probability,
-        "xtc_threshold": p.sampling.xtc_threshold,
-        "dynatemp_range": p.sampling.dynatemp_range,
-        "dynatemp_exponent": p.sampling.dynatemp_exponent,
-        "dry_multiplier": p.sampling.dry_multiplier,
-        "dry_base": p.sampling.dry_base,
-        "dry_allowed_length": p.sampling.dry_allowed_length,
-        "dry_penalty_last_n": p.sampling.dry_penalty_last_n,
-        "dry_sequence_breakers": p.sampling.dry_sequence_breakers,
-        "mirostat": p.sampling.mirostat,
-        "mirostat_tau": p.sampling.mirostat_tau,
-        "mirostat_eta": p.sampling.mirostat_eta,
-        "samplers": p.sampling.samplers.iter().map(|k| k.name()).collect::<Vec<_>>(),
-        "has_grammar": p.sampling.grammar.is_some(),
-        "n_probs": p.n_probs.unwrap_or(0),
-        "seed": p.sampling.seed,
-        "stop": p.stop,
-        "ignore_eos": p.ignore_eos,
-        "cache_prompt": p.cache_prompt,
-        "n_keep": p.n_keep.unwrap_or(0),
-        "timings_per_token": p.timings_per_token,
-        "post_sampling_probs": p.post_sampling_probs,
-    })
+/// A request's settings as llama-server shows them, in its order: all of them in a result's
+/// `generation_settings` (`full`), the shorter list of `/slots` and `/props` otherwise.
+/// `speculative` names the draft sources (llama-server's `speculative.types`).
+pub(super) fn settings(p: &GenParams, speculative: &str, full: bool) -> Value {
+    let s = &p.sampling;
+    let lora: Vec<Value> = (p.shown.lora.iter())
+        .map(|(id, scale)| json!({ "id": id, "scale": scale }))
+        .collect();
+    let mut v = json!({
+        "seed": s.seed,
+        "temperature": s.temperature,
+        "dynatemp_range": s.dynatemp_range,
+        "dynatemp_exponent": s.dynatemp_exponent,
+        "top_k": s.top_k,
+        "top_p": s.top_p,
+        "min_p": s.min_p,
+        "top_n_sigma": s.top_n_sigma,
+        "xtc_probability": s.xtc_probability,
+        "xtc_threshold": s.xtc_threshold,
+        "typical_p": s.typical_p,
+        "repeat_last_n": s.repeat_last_n,
+        "repeat_penalty": s.repeat_penalty,
+        "presence_penalty": s.presence_penalty,
+        "frequency_penalty": s.frequency_penalty,
+        "dry_multiplier": s.dry_multiplier,
+        "dry_base": s.dry_base,
+        "dry_allowed_length": s.dry_allowed_length,
+        "dry_penalty_last_n": s.dry_penalty_last_n,
+    });
+    let o = v.as_object_mut().expect("an object");
+    let mut put = |k: &str, x: Value| {
+        o.insert(k.to_string(), x);
+    };
+    if full {
+        put("dry_sequence_breakers", json!(s.dry_sequence_breakers));
+    }
+    put("mirostat", json!(s.mirostat));
+    put("mirostat_tau", json!(s.mirostat_tau));
+    put("mirostat_eta", json!(s.mirostat_eta));
+    // The adaptive-p sampler is not built: these are its "off" settings.
+    put("adaptive_target", json!(-1.0f32));
+    put("adaptive_decay", json!(0.9f32));
+    if full {
+        put("stop", json!(p.stop));
+    }
+    put("max_tokens", json!(p.n_predict));
+    put("n_predict", json!(p.n_predict));
+    put("n_keep", json!(p.n_keep.unwrap_or(0)));
+    put("n_discard", json!(0));
+    put("ignore_eos", json!(p.ignore_eos));
+    put("stream", json!(p.shown.stream));
+    if full {
+        let bias: Vec<Value> = (s.logit_bias.iter())
+            .map(|&(token, bias)| json!({ "bias": bias, "token": token }))
+            .collect();
+        put("logit_bias", Value::from(bias));
+    }
+    put("n_probs", json!(p.n_probs.unwrap_or(0)));
+    put("min_keep", json!(0));
+    if full {
+        let triggers: Vec<Value> = (s.grammar_triggers.iter())
+            .map(|w| json!({ "type": 1, "value": w }))
+            .collect();
+        put("grammar", json!(p.shown.grammar));
+        put("grammar_lazy", json!(!s.grammar_triggers.is_empty()));
+        put("grammar_triggers", Value::from(triggers));
+        put("preserved_tokens", json!([]));
+    }
+    put("chat_format", json!(p.shown.chat_format));
+    put("reasoning_format", json!(p.shown.reasoning_format));
+    put("reasoning_in_content", json!(false));
+    put("generation_prompt", json!(p.shown.generation_prompt));
+    let samplers: Vec<&str> = s.samplers.iter().map(|k| k.name()).collect();
+    put("samplers", json!(samplers));
+    put("speculative.types", json!(speculative));
+    put("timings_per_token", json!(p.timings_per_token));
+    put("post_sampling_probs", json!(p.post_sampling_probs));
+    put("backend_sampling", json!(false));
+    put("lora", Value::from(lora));
+    v
 }
 
-struct NativeShape {
+/// llama-server's `speculative.types` for the server's draft sources: their names joined by
+/// commas, `none` without any (ours, `early-exit` and `moe-draft`, by our flag names).
+pub(super) fn speculative_types(state: &State) -> String {
+    use crate::engine::speculative::setup::{spec_types, SpecType};
+    let types = spec_types(&state.config.spec).unwrap_or_default();
+    let names: Vec<&str> = types
+        .iter()
+        .map(|t| match t {
+            SpecType::NgramSimple => "ngram-simple",
+            SpecType::NgramMapK => "ngram-map-k",
+            SpecType::NgramMapK4v => "ngram-map-k4v",
+            SpecType::NgramMod => "ngram-mod",
+            SpecType::NgramCache => "ngram-cache",
+            SpecType::Draft => "draft-simple",
+            SpecType::EarlyExit => "early-exit",
+            SpecType::MoeDraft => "moe-draft",
+        })
+        .collect();
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(",")
+    }
+}
+
+/// The shape of `/completion`'s answers, also what llama-server puts under `__verbose` in the
+/// OpenAI endpoints' answers when asked.
+#[derive(Clone)]
+pub(super) struct NativeShape {
     model: String,
     return_tokens: bool,
     settings: Value,
@@ -302,6 +359,26 @@ struct NativeShape {
 }
 
 impl NativeShape {
+    /// The shape of a request for `prompt` with `params`: tokens not returned, every field.
+    pub(super) fn new(state: &State, prompt: &[u32], params: &GenParams) -> NativeShape {
+        let text = state.loaded.tokenizer.detokenize(
+            prompt,
+            DetokenizeOptions {
+                remove_special: false,
+                render_special: true,
+            },
+        );
+        NativeShape {
+            model: state.config.model_name.clone(),
+            return_tokens: false,
+            settings: settings(params, &speculative_types(state), true),
+            prompt: String::from_utf8_lossy(&text).into_owned(),
+            n_prompt: prompt.len(),
+            n_decoded: 0,
+            response_fields: Vec::new(),
+        }
+    }
+
     fn final_fields(&self, content: &str, tokens: &[u32], probs: &[Value], s: &Summary) -> Value {
         let stopping_word = match &s.finish {
             crate::engine::StopReason::StopWord(w) => w.as_str(),
@@ -316,7 +393,7 @@ impl NativeShape {
             "model": self.model,
             "tokens_predicted": s.stats.n_predicted,
             "tokens_evaluated": s.stats.n_prompt,
-            "tokens_cached": s.stats.n_cached,
+            "tokens_cached": s.n_tokens_cached,
             "generation_settings": self.settings,
             "prompt": self.prompt,
             "has_new_line": content.contains('\n'),
@@ -452,26 +529,27 @@ pub fn props(state: &State) -> Response {
         200,
         &json!({
             "default_generation_settings": {
+                "params": settings(&defaults, &speculative_types(state), false),
                 "n_ctx": n_ctx,
-                "params": settings(&defaults, n_ctx),
             },
             "total_slots": state.scheduler.options.n_slots,
             "model_alias": state.config.model_name,
             "model_ftype": super::openai::model_ftype(state),
             "model_path": state.config.model_path,
+            "modalities": super::media::modalities(state),
+            "media_marker": crate::engine::media::MEDIA_MARKER,
             "endpoint_slots": state.config.slots_endpoint,
             "endpoint_props": state.config.props_writable,
             "endpoint_metrics": state.config.metrics_endpoint,
             "ui": state.config.webui,
             "ui_settings": {},
-            "cors_proxy_enabled": false,
             "chat_template": state.template.source(),
+            "chat_template_caps": {},
             "bos_token": text(tok.bos()),
             "eos_token": text(tok.eos()),
             "build_info": concat!("llamafile-rs ", env!("CARGO_PKG_VERSION")),
-            "chat_template_caps": {},
-            "modalities": super::media::modalities(state),
             "is_sleeping": false,
+            "cors_proxy_enabled": false,
         }),
     )
 }
@@ -513,13 +591,15 @@ fn default_params(state: &State) -> GenParams {
         return_progress: false,
         media: None,
         lora: None,
+        shown: super::protocol::Shown::default(),
     }
 }
 
 /// `GET /slots`, as llama-server shows its slots: each one's `id`, `n_ctx`, `speculative` and
-/// `is_processing` (and ours, `n_cached_tokens`), and once it has served a request, that request's (or the one in progress)
-/// `id_task`, token counts, settings (`params`) and `next_token`; with `?fail_on_no_slot=1`, 503
-/// when no slot is idle.
+/// `is_processing` (and ours, `n_cached_tokens`), and once it has served a request, that
+/// request's (or the one in progress) `id_task`, token counts (`n_prompt_tokens`: the tokens in
+/// the slot's cache), settings (`params`) and `next_token`; with `?fail_on_no_slot=1`, 503 when
+/// no slot is idle.
 pub fn slots(state: &State, query: &str) -> Result<Response, ApiError> {
     let slots = state.scheduler.slots();
     let fail_on_no_slot = query
@@ -543,7 +623,9 @@ pub fn slots(state: &State, query: &str) -> Result<Response, ApiError> {
             if let Some(params) = &s.params {
                 v["id_task"] = json!(s.id_task);
                 v["n_prompt_tokens"] = json!(s.n_prompt_tokens);
-                v["params"] = settings(params, s.n_ctx);
+                v["n_prompt_tokens_processed"] = json!(s.n_prompt_tokens_processed);
+                v["n_prompt_tokens_cache"] = json!(s.n_prompt_tokens_cache);
+                v["params"] = settings(params, &speculative_types(state), false);
                 v["next_token"] = json!([s.next_token]);
             }
             v

@@ -8,6 +8,7 @@ use super::continuation;
 use super::error::ApiError;
 use super::generation::{self, check_prompt, sampling_params, timings, usage, Shape};
 use super::json::{kind, parse_body, Obj};
+use super::native::NativeShape;
 use super::protocol::FinishNames;
 use super::protocol::{GenParams, Summary};
 use super::response::{Responder, Response};
@@ -109,9 +110,6 @@ pub fn parse_messages(o: &Obj) -> Result<Vec<Message>, ApiError> {
     let items = o
         .array("messages")?
         .ok_or_else(|| ApiError::field("messages", "is required"))?;
-    if items.is_empty() {
-        return Err(ApiError::field("messages", "must not be empty"));
-    }
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let path = format!("messages[{i}]");
@@ -280,6 +278,7 @@ pub fn gen_params(
         return_progress: false,
         media: None,
         lora: None,
+        shown: Default::default(),
     };
     generation::read_extras(state, o, stream, &mut p)?;
     Ok(p)
@@ -328,12 +327,15 @@ pub fn chat_completions(state: &State, body: &[u8], rsp: &mut Responder) -> Resu
     let stream = o.bool("stream")?.unwrap_or(false);
     let usage_in_stream = include_usage(&o)?;
     let chat = prepare_chat(state, &o, stream, -1)?;
+    let verbose = generation::verbose(state, &o)?
+        .then(|| NativeShape::new(state, &chat.prompt, &chat.params));
     let shape = ChatShape {
         id: new_id("chatcmpl"),
         created: now(),
         model: state.config.model_name.clone(),
         usage_in_stream,
         reader: chat.reader,
+        verbose,
     };
     run_choices(state, rsp, chat.prompt, chat.params, stream, n, shape)
 }
@@ -361,7 +363,12 @@ pub fn prepare_chat(
         tools,
         format,
         think,
-    } = chat_prompt(state, o)?;
+        reasoning,
+        generation_prompt,
+    } = render_chat(state, o, true)?;
+    params.shown.chat_format = "peg-native";
+    params.shown.reasoning_format = generation::reasoning_name(reasoning);
+    params.shown.generation_prompt = generation_prompt;
     if let (Some(t), Some(f)) = (&tools, format) {
         if let Some(g) = t.grammar(f)? {
             let own = ["grammar", "json_schema", "response_format"]
@@ -378,6 +385,7 @@ pub fn prepare_chat(
                 }
                 None => {
                     params.sampling.grammar = Some(Arc::new(g.grammar));
+                    params.shown.grammar = g.gbnf;
                     params.sampling.grammar_triggers = g.triggers;
                 }
             }
@@ -462,11 +470,21 @@ pub struct ChatPrompt {
     pub format: Option<Format>,
     /// How the reply's thoughts are split off.
     pub think: ThinkSplitter,
+    /// Where the reply's thoughts go.
+    pub reasoning: ReasoningFormat,
+    /// The text the template adds to open the assistant's turn (llama-server's
+    /// `generation_prompt`; only when asked for).
+    pub generation_prompt: String,
 }
 
 /// Renders a chat request (`messages`, `tools`, `tool_choice`, `chat_template_kwargs`) with the
 /// model's template.
 pub fn chat_prompt(state: &State, o: &Obj) -> Result<ChatPrompt, ApiError> {
+    render_chat(state, o, false)
+}
+
+/// [`chat_prompt`], with the template's `generation_prompt` when `opening` (one more rendering).
+fn render_chat(state: &State, o: &Obj, opening: bool) -> Result<ChatPrompt, ApiError> {
     let config = &state.config;
     let messages = parse_messages(o)?;
     // As llama.cpp: with `tool_choice: "none"` the template still shows the tools, and the
@@ -487,6 +505,17 @@ pub fn chat_prompt(state: &State, o: &Obj) -> Result<ChatPrompt, ApiError> {
     };
     let ending = continuation::ending(o, &messages, config.prefill_assistant)?;
     let text = continuation::render(&state.template, &messages, &options, ending)?;
+    let generation_prompt = match opening {
+        false => String::new(),
+        true => {
+            let opened = (ending
+                == continuation::Ending::Template {
+                    generation_prompt: true,
+                })
+            .then_some(text.as_str());
+            continuation::opening(&state.template, &messages, &options, opened)?
+        }
+    };
     let reasoning = match o.str("reasoning_format")? {
         None => config.reasoning_format,
         Some(_) if config.skip_chat_parsing => ReasoningFormat::None,
@@ -503,6 +532,8 @@ pub fn chat_prompt(state: &State, o: &Obj) -> Result<ChatPrompt, ApiError> {
         tools,
         format,
         think,
+        reasoning,
+        generation_prompt,
     })
 }
 
@@ -514,6 +545,8 @@ struct ChatShape {
     usage_in_stream: bool,
     /// The reply as it streams: content, and tool calls held back until they are whole.
     reader: ReplyReader,
+    /// llama-server's `__verbose`: the native result, when asked for.
+    verbose: Option<NativeShape>,
 }
 
 impl ChatShape {
@@ -579,6 +612,10 @@ impl Shape for ChatShape {
         let mut last = self.chunk_with(json!({}), Some(finish_reason(s, &reply)));
         last["timings"] = timings(&s.stats);
         out.push(last);
+        // As llama-server: on the first of the closing events.
+        if let Some(native) = self.verbose.as_mut() {
+            out[0]["__verbose"] = native.closing(s).swap_remove(0);
+        }
         if self.usage_in_stream {
             out.push(json!({
                 "id": self.id,
@@ -593,7 +630,7 @@ impl Shape for ChatShape {
         out
     }
 
-    fn whole(&mut self, text: &str, _tokens: &[u32], probs: &[Value], s: &Summary) -> Value {
+    fn whole(&mut self, text: &str, tokens: &[u32], probs: &[Value], s: &Summary) -> Value {
         let mut reader = self.reader.clone();
         reader.push(text);
         let (done, _) = reader.finish();
@@ -622,7 +659,7 @@ impl Shape for ChatShape {
                 .collect();
             message["tool_calls"] = Value::Array(calls);
         }
-        json!({
+        let mut v = json!({
             "id": self.id,
             "object": "chat.completion",
             "created": self.created,
@@ -636,7 +673,11 @@ impl Shape for ChatShape {
             }],
             "usage": usage(&s.stats),
             "timings": timings(&s.stats),
-        })
+        });
+        if let Some(native) = self.verbose.as_mut() {
+            v["__verbose"] = native.whole(text, tokens, probs, s);
+        }
+        v
     }
 
     fn done_marker(&self) -> bool {
@@ -712,12 +753,15 @@ pub fn completions(state: &State, body: &[u8], rsp: &mut Responder) -> Result<()
     let params = gen_params(state, &o, 16, completion_logprobs(&o)?, stream)?;
     let usage_in_stream = include_usage(&o)?;
     check_prompt(state, &prompt, "prompt")?;
+    let verbose =
+        generation::verbose(state, &o)?.then(|| NativeShape::new(state, &prompt, &params));
     let shape = CompletionShape {
         id: new_id("cmpl"),
         created: now(),
         model: state.config.model_name.clone(),
         usage_in_stream,
         offset: 0,
+        verbose,
     };
     run_choices(state, rsp, prompt, params, stream, n, shape)
 }
@@ -730,6 +774,8 @@ struct CompletionShape {
     usage_in_stream: bool,
     /// Bytes of text before the next token, for `logprobs.text_offset`.
     offset: usize,
+    /// llama-server's `__verbose`: the native result (or event), when asked for.
+    verbose: Option<NativeShape>,
 }
 
 impl CompletionShape {
@@ -781,15 +827,23 @@ impl CompletionShape {
 }
 
 impl Shape for CompletionShape {
-    fn chunk(&mut self, text: &str, _tokens: &[u32], probs: &[Value]) -> Value {
+    fn chunk(&mut self, text: &str, tokens: &[u32], probs: &[Value]) -> Value {
         let lp = self.legacy_probs(probs);
-        self.object(json!([{ "index": 0, "text": text, "logprobs": lp, "finish_reason": null }]))
+        let mut v = self
+            .object(json!([{ "index": 0, "text": text, "logprobs": lp, "finish_reason": null }]));
+        if let Some(native) = self.verbose.as_mut() {
+            v["__verbose"] = native.chunk(text, tokens, probs);
+        }
+        v
     }
 
     fn closing(&mut self, s: &Summary) -> Vec<Value> {
         let mut last = self.object(
             json!([{ "index": 0, "text": "", "logprobs": null, "finish_reason": s.finish.openai() }]),
         );
+        if let Some(native) = self.verbose.as_mut() {
+            last["__verbose"] = native.closing(s).swap_remove(0);
+        }
         last["timings"] = timings(&s.stats);
         let mut out = vec![last];
         if self.usage_in_stream {
@@ -800,12 +854,15 @@ impl Shape for CompletionShape {
         out
     }
 
-    fn whole(&mut self, text: &str, _tokens: &[u32], probs: &[Value], s: &Summary) -> Value {
+    fn whole(&mut self, text: &str, tokens: &[u32], probs: &[Value], s: &Summary) -> Value {
         let lp = self.legacy_probs(probs);
         let mut v = self.object(
             json!([{ "index": 0, "text": text, "logprobs": lp, "finish_reason": s.finish.openai() }]),
         );
         v["usage"] = usage(&s.stats);
+        if let Some(native) = self.verbose.as_mut() {
+            v["__verbose"] = native.whole(text, tokens, probs, s);
+        }
         v["timings"] = timings(&s.stats);
         v
     }

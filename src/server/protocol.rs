@@ -40,6 +40,41 @@ pub struct GenParams {
     pub media: Option<Arc<MediaPrompt>>,
     /// The LoRA adapters' scales the request runs at (`None`: no adapter is loaded).
     pub lora: Option<LoraMix>,
+    /// What llama-server's `generation_settings` shows of the request beyond its sampling.
+    pub shown: Shown,
+}
+
+/// The parts of a request's settings that llama-server shows in `generation_settings` and
+/// `/slots` but that generation itself does not read: how the reply is parsed and the
+/// grammar's text.
+#[derive(Clone, Debug)]
+pub struct Shown {
+    /// The request streams its answer.
+    pub stream: bool,
+    /// llama-server's name for how the reply is parsed: `Content-only` (completions, the
+    /// text as generated) or `peg-native` (chat, read in the template's own format).
+    pub chat_format: &'static str,
+    /// `none`, `deepseek` or `deepseek-legacy`: where thoughts go.
+    pub reasoning_format: &'static str,
+    /// The text the template adds to open the assistant's turn (chat; empty otherwise).
+    pub generation_prompt: String,
+    /// The GBNF text of the request's grammar (empty: none, or the command line's).
+    pub grammar: String,
+    /// The adapters the request's own `lora` field lists, by id, with their scales.
+    pub lora: Vec<(usize, f32)>,
+}
+
+impl Default for Shown {
+    fn default() -> Shown {
+        Shown {
+            stream: false,
+            chat_format: "Content-only",
+            reasoning_format: "none",
+            generation_prompt: String::new(),
+            grammar: String::new(),
+            lora: Vec::new(),
+        }
+    }
 }
 
 /// A stop reason as the APIs name it.
@@ -74,6 +109,9 @@ pub struct Summary {
     pub finish: StopReason,
     pub slot: usize,
     pub stats: Stats,
+    /// Tokens in the slot's cache when the request ended: its prompt and every generated token
+    /// fed back (llama-server's `tokens_cached`).
+    pub n_tokens_cached: usize,
 }
 
 /// A request's counts and times so far (llama-server's `timings`).

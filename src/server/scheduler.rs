@@ -60,9 +60,14 @@ pub struct SlotStatus {
     pub id: usize,
     pub n_ctx: usize,
     pub is_processing: bool,
-    /// The request in the slot (-1: none).
+    /// The request in the slot, or its last one (-1: none yet).
     pub id_task: i64,
+    /// Tokens in the slot's cache (llama-server's `n_prompt_tokens`).
     pub n_prompt_tokens: usize,
+    /// Of the request in progress, the prompt tokens evaluated and those found in the cache
+    /// (0 while idle, as llama-server resets them when a slot is released).
+    pub n_prompt_tokens_processed: usize,
+    pub n_prompt_tokens_cache: usize,
     pub n_cached_tokens: usize,
     pub n_decoded: usize,
     /// The slot drafts tokens (speculative decoding).
@@ -600,6 +605,7 @@ impl Worker<'_> {
             finish,
             slot: slot.id,
             stats: a.stats(now),
+            n_tokens_cached: slot.session.tokens.len(),
         };
         self.metrics.requests_done.add(1);
         // The slot is free before the client hears it is done: `/slots` must not lag behind.
@@ -644,8 +650,10 @@ impl Worker<'_> {
                     id: s.id,
                     n_ctx: self.options.n_ctx_slot,
                     is_processing: a.is_some(),
-                    id_task: a.map_or(-1, |a| a.job.id as i64),
-                    n_prompt_tokens: a.map_or(0, |a| a.job.prompt.len()),
+                    id_task: s.last_task.map_or(-1, |id| id as i64),
+                    n_prompt_tokens: s.session.tokens.len(),
+                    n_prompt_tokens_processed: a.map_or(0, |a| a.prompt_done - a.n_cached),
+                    n_prompt_tokens_cache: a.map_or(0, |a| a.n_cached),
                     n_cached_tokens: s.session.tokens.len(),
                     n_decoded,
                     speculative: s.spec.is_some(),

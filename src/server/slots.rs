@@ -56,6 +56,8 @@ pub struct Slot<'m> {
     pub active: Option<Active>,
     /// The settings of the slot's last request (for `/slots`).
     pub last_params: Option<GenParams>,
+    /// The id of the slot's last request (for `/slots`, as llama-server keeps its last task).
+    pub last_task: Option<u64>,
     /// When the slot last finished a request (for least-recently-used choice).
     pub last_used: Instant,
 }
@@ -68,6 +70,7 @@ impl<'m> Slot<'m> {
             spec,
             active: None,
             last_params: None,
+            last_task: None,
             last_used: Instant::now(),
         }
     }
@@ -102,6 +105,7 @@ impl<'m> Slot<'m> {
             spec.restart();
         }
         self.last_params = Some(job.params.clone());
+        self.last_task = Some(job.id);
         let sampler = Sampler::new(job.params.sampling.clone(), vocab.clone());
         let stops = StopText::new(job.params.stop.clone());
         let job_n_predict = job.params.n_predict;

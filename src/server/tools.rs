@@ -140,7 +140,11 @@ impl Tools {
                 ),
             )
         })?;
-        Ok(Some(CallGrammar { grammar, triggers }))
+        Ok(Some(CallGrammar {
+            grammar,
+            gbnf,
+            triggers,
+        }))
     }
 }
 
@@ -148,6 +152,8 @@ impl Tools {
 #[derive(Debug)]
 pub struct CallGrammar {
     pub grammar: Grammar,
+    /// Its text.
+    pub gbnf: String,
     /// Non-empty: the grammar is lazy and starts where one of these does.
     pub triggers: Vec<String>,
 }

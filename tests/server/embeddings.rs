@@ -89,7 +89,8 @@ fn pooled_vectors_match_llama_server() {
         let got = data(&r);
         let v = r.json();
         assert_eq!(v["usage"], refs["usage"], "{pooling}");
-        assert_eq!(v["model"], "SmolLM2-135M-Instruct.Q4_1.gguf");
+        let path = crate::common::model_path(super::SMOLLM2).unwrap();
+        assert_eq!(v["model"], path.to_string_lossy().as_ref());
         for (i, want) in refs["pooled"][pooling]
             .as_array()
             .unwrap()

@@ -67,7 +67,9 @@ fn every_endpoint_answers() {
 
     let models = get(p, "/v1/models").json();
     assert_eq!(models["object"], "list");
-    assert_eq!(models["data"][0]["id"], format!("{SMOLLM2}.gguf"));
+    // Named by the path given to -m, as llama-server names it.
+    let path = common::model_path(SMOLLM2).unwrap();
+    assert_eq!(models["data"][0]["id"], path.to_string_lossy().as_ref());
 
     let page = get(p, "/");
     assert_eq!(page.status, 200);

@@ -150,10 +150,19 @@ fn endpoint_switches_prefix_and_per_slot_context() {
     let props = get(srv.port, "/llama/props", &[]).json();
     assert_eq!(props["total_slots"], 2);
     assert_eq!(props["default_generation_settings"]["n_ctx"], 512);
-    assert_eq!(
-        props["default_generation_settings"]["params"]["cache_prompt"],
-        false
-    );
+    // --no-cache-prompt: the same prompt twice is read whole twice.
+    let body = r#"{"prompt": "The cache test", "n_predict": 1, "id_slot": 0}"#;
+    for _ in 0..2 {
+        let r = send(
+            "127.0.0.1",
+            srv.port,
+            "POST",
+            "/llama/completion",
+            &[],
+            body,
+        );
+        assert_eq!(r.json()["timings"]["cache_n"], 0, "{}", r.json());
+    }
 }
 
 #[test]

@@ -21,6 +21,7 @@ mod end_to_end;
 mod flags;
 mod infill;
 mod listen;
+mod llama_fields;
 mod metrics;
 mod parity;
 mod reasoning;
