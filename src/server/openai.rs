@@ -609,9 +609,7 @@ impl Shape for ChatShape {
             }]});
             out.push(self.chunk_with(args, None));
         }
-        let mut last = self.chunk_with(json!({}), Some(finish_reason(s, &reply)));
-        last["timings"] = timings(&s.stats);
-        out.push(last);
+        out.push(self.chunk_with(json!({}), Some(finish_reason(s, &reply))));
         // As llama-server: on the first of the closing events.
         if let Some(native) = self.verbose.as_mut() {
             out[0]["__verbose"] = native.closing(s).swap_remove(0);
@@ -626,6 +624,10 @@ impl Shape for ChatShape {
                 "choices": [],
                 "usage": usage(&s.stats),
             }));
+        }
+        // As llama-server: the timings on the last event (the usage one, when asked for).
+        if let Some(last) = out.last_mut() {
+            last["timings"] = timings(&s.stats);
         }
         out
     }

@@ -229,7 +229,9 @@ impl ResponseShape {
 
     fn message_item(&self, status: &str, text: Option<&str>) -> Value {
         let content = match text {
-            Some(t) => json!([{"type": "output_text", "text": t, "annotations": []}]),
+            Some(t) => {
+                json!([{"type": "output_text", "text": t, "annotations": [], "logprobs": []}])
+            }
             None => json!([]),
         };
         json!({"type": "message", "id": self.message_id, "status": status, "role": "assistant", "content": content})
@@ -299,6 +301,7 @@ impl ResponseShape {
             "id": self.id,
             "object": "response",
             "created_at": self.created,
+            "completed_at": if cut { Value::Null } else { super::openai::now().into() },
             "status": if cut { "incomplete" } else { "completed" },
             "error": null,
             "incomplete_details": if cut { json!({"reason": "max_output_tokens"}) } else { Value::Null },

@@ -207,3 +207,33 @@ fn an_empty_conversation_renders_as_llama_server_renders_it() {
     assert_eq!(r.status, 200, "{}", r.json());
     assert_eq!(r.json()["object"], refs["object"]);
 }
+
+#[test]
+fn stream_timings_and_response_fields_sit_where_llama_server_puts_them() {
+    let Some(srv) = start(&["-np", "1"]) else {
+        return;
+    };
+    let p = srv.port;
+    let hi = json!([{"role": "user", "content": "Hi"}]);
+    // Chat streams: `timings` on the last event, the usage one when asked for.
+    for usage in [false, true] {
+        let body = json!({"messages": hi, "max_tokens": 2, "stream": true,
+                          "stream_options": {"include_usage": usage}});
+        let evs = events(&post(p, "/v1/chat/completions", &body));
+        let with: Vec<usize> = (0..evs.len())
+            .filter(|&i| evs[i].get("timings").is_some())
+            .collect();
+        assert_eq!(with, [evs.len() - 1], "{evs:?}");
+        assert_eq!(evs[with[0]].get("usage").is_some(), usage);
+    }
+    // Responses: `completed_at` and each text part's `logprobs`.
+    let r = post(
+        p,
+        "/v1/responses",
+        &json!({"input": "Hi", "max_output_tokens": 64}),
+    )
+    .json();
+    assert_eq!(r["status"], "completed", "{r}");
+    assert!(r["completed_at"].as_u64().unwrap() >= r["created_at"].as_u64().unwrap());
+    assert_eq!(r["output"][0]["content"][0]["logprobs"], json!([]));
+}
