@@ -22,7 +22,7 @@ use crate::quant::q6_k::BlockQ6K;
 use crate::quant::q8_k::BlockQ8K;
 
 /// Weight rows per step.
-const R: usize = 8;
+pub(super) const R: usize = 8;
 
 /// `out[r] = vec_dot(W[r], act)` for the `out.len()` weight rows in `w` and the token packed by
 /// `quant::gemm::pack_single` (its Q8_K row in `acts.raw`), through the batch tile.
@@ -61,7 +61,7 @@ unsafe fn tiled_rows<F: KFormat>(
 
 /// The rows from `first` that do not make a whole step, one at a time, into `tail`.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn tail_rows<F: KFormat>(
+pub(super) unsafe fn tail_rows<F: KFormat>(
     w: &[u8],
     acts: &PackedActs,
     row_bytes: usize,
@@ -80,7 +80,7 @@ unsafe fn tail_rows<F: KFormat>(
 /// Lane `i` of the result is the sum of the eight i32 lanes of `v[i]`.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn hsum_8x8(v: &[__m256i; R]) -> __m256i {
+pub(super) fn hsum_8x8(v: &[__m256i; R]) -> __m256i {
     let a = _mm256_hadd_epi32(v[0], v[1]);
     let b = _mm256_hadd_epi32(v[2], v[3]);
     let c = _mm256_hadd_epi32(v[4], v[5]);
@@ -96,7 +96,7 @@ fn hsum_8x8(v: &[__m256i; R]) -> __m256i {
 /// The f16 `get` picks from each of the eight blocks `x`, as eight f32 lanes.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn halves<B>(x: &[&B; R], get: impl Fn(&B) -> [u8; 2]) -> __m256 {
+pub(super) fn halves<B>(x: &[&B; R], get: impl Fn(&B) -> [u8; 2]) -> __m256 {
     let h: [i16; R] = std::array::from_fn(|r| i16::from_le_bytes(get(x[r])));
     _mm256_cvtph_ps(_mm_setr_epi16(
         h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7],
@@ -113,7 +113,7 @@ fn halves<B>(x: &[&B; R], get: impl Fn(&B) -> [u8; 2]) -> __m256 {
 /// rate of one thread went from 8.8 to 18 GB/s (Q6_K) and 13 to 17 GB/s (Q4_K) with this
 /// hint alone (`tests/matvec_bench.rs`).
 #[inline(always)]
-fn prefetch_next(group: *const u8, row_bytes: usize, sb: usize, sb_bytes: usize) {
+pub(super) fn prefetch_next(group: *const u8, row_bytes: usize, sb: usize, sb_bytes: usize) {
     let at = group.wrapping_add(R * row_bytes + R * sb * sb_bytes);
     for line in (0..R * sb_bytes).step_by(64) {
         // SAFETY: prefetches never fault, wherever they point.

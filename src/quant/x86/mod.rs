@@ -13,6 +13,7 @@ mod legacy;
 mod matvec32;
 mod matvec32_avx2;
 mod matvec_k_avx2;
+mod matvec_k_avx512;
 mod quantize;
 mod tiles32;
 mod tiles32_avx2;
@@ -119,10 +120,8 @@ pub(super) fn avx512(mut k: Kernels) -> Option<Kernels> {
     // legacy_body.rs), which some models need to match it token for token.
     install!(k, T::Q4K, k_quants512::dot_q4_k);
     install!(k, T::Q6K, k_quants512::dot_q6_k);
-    // Q4_K, Q5_K and Q6_K keep the AVX2 matrix-vector kernels (same bits as these dot
-    // products): their software prefetch keeps generation at the memory bound where the
-    // dot products alone fell to 0.78x llama.cpp on Qwen2.5-Coder-1.5B (12.3 against 15.5 t/s)
-    // when the machine's memory bandwidth was shared.
+    // Q4_K and Q6_K have matrix-vector kernels of their own (the AVX2 ones' prefetching and
+    // f32 steps, 512-bit bodies); Q5_K keeps the AVX2 one.
     // SAFETY (every `unsafe` below): reachable only through this table, built after
     // `has_avx512()` confirmed AVX-512 F/BW/VL and VNNI (and AVX2, FMA, F16C).
     k.gemm[slot(T::Q4K)] = Some(|w, n, a, p, o, ts, rs| unsafe {
@@ -141,6 +140,8 @@ pub(super) fn avx512(mut k: Kernels) -> Option<Kernels> {
     k.gemm[slot(T::BF16)] = Some(|w, n, a, p, o, ts, rs| unsafe {
         half::gemm_avx512::<half::Bf16>(w, n, a, p, o, ts, rs)
     });
+    k.matvec[slot(T::Q4K)] = Some(|w, a, o| unsafe { matvec_k_avx512::matvec_q4_k(w, a, o) });
+    k.matvec[slot(T::Q6K)] = Some(|w, a, o| unsafe { matvec_k_avx512::matvec_q6_k(w, a, o) });
     k.matvec[slot(T::F16)] = Some(|w, a, o| unsafe { half::matvec_avx512::<half::F16>(w, a, o) });
     k.matvec[slot(T::BF16)] = Some(|w, a, o| unsafe { half::matvec_avx512::<half::Bf16>(w, a, o) });
     k.gemm[slot(T::Q4_0)] = Some(|w, n, a, p, o, ts, rs| unsafe {
