@@ -205,3 +205,28 @@ pub(super) fn hsum_i32_16_rows<const R: usize>(v: [__m512i; R]) -> [i32; R] {
     }
     out
 }
+
+/// 64 signed bytes from the start of `s`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(super) fn ld64i(s: &[i8]) -> __m512i {
+    assert!(s.len() >= 64);
+    // SAFETY: at least 64 readable bytes; unaligned load.
+    unsafe { _mm512_loadu_si512(s.as_ptr().cast()) }
+}
+
+/// An index vector of i16 lanes: with `per_128`, 128-bit lane `l` (eight i16 lanes) holds
+/// `base + l`; without, the low 256 bits hold `base` and the high 256 bits `base + 1`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(super) fn lane_index(base: i16, per_128: bool) -> __m512i {
+    let v: [i16; 32] = std::array::from_fn(|i| {
+        if per_128 {
+            base + (i / 8) as i16
+        } else {
+            base + (i / 16) as i16
+        }
+    });
+    // SAFETY: `[i16; 32]` is 64 readable bytes.
+    unsafe { _mm512_loadu_si512(v.as_ptr().cast()) }
+}

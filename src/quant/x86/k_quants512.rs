@@ -11,15 +11,6 @@ use crate::quant::q4_k::{unpack_scales_mins, BlockQ4K};
 use crate::quant::q6_k::BlockQ6K;
 use crate::quant::q8_k::BlockQ8K;
 
-/// 64 signed bytes from the start of `s`.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw")]
-fn ld64i(s: &[i8]) -> __m512i {
-    assert!(s.len() >= 64);
-    // SAFETY: at least 64 readable bytes; unaligned load.
-    unsafe { _mm512_loadu_si512(s.as_ptr().cast()) }
-}
-
 /// Two 256-bit halves as one vector (`lo` in the low half).
 #[inline]
 #[target_feature(enable = "avx512f")]
@@ -32,22 +23,6 @@ fn join(lo: __m256i, hi: __m256i) -> __m512i {
 #[target_feature(enable = "avx512f,avx512bw")]
 fn pick16(scales: __m512i, idx: __m512i) -> __m512i {
     _mm512_permutexvar_epi16(idx, scales)
-}
-
-/// An index vector of i16 lanes: with `per_128`, 128-bit lane `l` (eight i16 lanes) holds
-/// `base + l`; without, the low 256 bits hold `base` and the high 256 bits `base + 1`.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw")]
-fn lane_index(base: i16, per_128: bool) -> __m512i {
-    let v: [i16; 32] = std::array::from_fn(|i| {
-        if per_128 {
-            base + (i / 8) as i16
-        } else {
-            base + (i / 16) as i16
-        }
-    });
-    // SAFETY: `[i16; 32]` is 64 readable bytes.
-    unsafe { _mm512_loadu_si512(v.as_ptr().cast()) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]

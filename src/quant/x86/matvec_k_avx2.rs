@@ -121,6 +121,84 @@ pub(super) fn prefetch_next(group: *const u8, row_bytes: usize, sb: usize, sb_by
     }
 }
 
+/// The loops every K-quant matrix-vector kernel shares: `R` rows at a time, the next `R`
+/// prefetched super-block by super-block, and per super-block `step(x, y, sb)`, the `R` rows'
+/// f32 terms from their blocks `x` and the token's block `y`, summed in order into each row's
+/// result. The rows left over from whole steps take the batch tile.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn eight_row_steps<F: KFormat>(
+    w: &[u8],
+    acts: &PackedActs,
+    out: &mut [f32],
+    mut step: impl FnMut(&[&F::W; R], &BlockQ8K, usize) -> __m256,
+) {
+    let nsb = acts.n_blocks;
+    let sb_bytes = std::mem::size_of::<F::W>();
+    let row_bytes = nsb * sb_bytes;
+    let y = &as_blocks::<BlockQ8K>(&acts.raw[..acts.raw_stride])[..nsb];
+    let full = out.len() / R * R;
+    for r0 in (0..full).step_by(R) {
+        let group = &w[r0 * row_bytes..][..R * row_bytes];
+        let rows: [&[F::W]; R] =
+            std::array::from_fn(|r| as_blocks(&group[r * row_bytes..][..row_bytes]));
+        let mut sumf = _mm256_setzero_ps();
+        for (sb, ys) in y.iter().enumerate() {
+            prefetch_next(group.as_ptr(), row_bytes, sb, sb_bytes);
+            let x: [&F::W; R] = std::array::from_fn(|r| &rows[r][sb]);
+            sumf = _mm256_add_ps(sumf, step(&x, ys, sb));
+        }
+        // SAFETY: eight writable floats at `r0`; unaligned store.
+        unsafe { _mm256_storeu_ps(out[r0..r0 + R].as_mut_ptr(), sumf) };
+    }
+    let (_, tail) = out.split_at_mut(full);
+    // SAFETY: the caller guarantees the CPU features.
+    unsafe { tail_rows::<F>(w, acts, row_bytes, full, tail) };
+}
+
+/// Q4_K's f32 step for eight rows, the scalar reference's: `d·isum − dmin·summs` with
+/// `d = dx·yd`, `dmin = dmin_x·yd`, from each row's exact integer sums.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn q4_k_step(
+    x: &[&BlockQ4K; R],
+    ys: &BlockQ8K,
+    isum: &[__m256i; R],
+    summs: &[__m256i; R],
+) -> __m256 {
+    let yd = _mm256_set1_ps(ys.d());
+    let d = _mm256_mul_ps(halves(x, |b: &BlockQ4K| b.d), yd);
+    let dmin = _mm256_mul_ps(halves(x, |b: &BlockQ4K| b.dmin), yd);
+    let isum = _mm256_cvtepi32_ps(hsum_8x8(isum));
+    let summs = _mm256_cvtepi32_ps(hsum_8x8(summs));
+    _mm256_sub_ps(_mm256_mul_ps(d, isum), _mm256_mul_ps(dmin, summs))
+}
+
+/// Q6_K's f32 step for eight rows, the scalar reference's: `dx·yd·isum`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn q6_k_step(x: &[&BlockQ6K; R], ys: &BlockQ8K, isum: &[__m256i; R]) -> __m256 {
+    let d = _mm256_mul_ps(halves(x, |b: &BlockQ6K| b.d), _mm256_set1_ps(ys.d()));
+    _mm256_mul_ps(d, _mm256_cvtepi32_ps(hsum_8x8(isum)))
+}
+
+/// The token's Q8_K bsums summed in pairs, one per 32 quants (Q4_K's minimums' groups), for
+/// each super-block.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn bsum_pairs(acts: &PackedActs) -> Vec<__m128i> {
+    as_blocks::<BlockQ8K>(&acts.raw[..acts.raw_stride])[..acts.n_blocks]
+        .iter()
+        .map(|y| {
+            let b = ld32(y.bsums.as_flattened());
+            _mm_hadd_epi16(_mm256_castsi256_si128(b), _mm256_extracti128_si256::<1>(b))
+        })
+        .collect()
+}
+
 /// A `vpshufb` pattern putting i16 word `lo` of each 128-bit lane in every word of the low lane
 /// and word `hi` in every word of the high lane.
 #[inline]
@@ -137,68 +215,35 @@ fn words(lo: usize, hi: usize) -> __m256i {
 /// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn matvec_q4_k(w: &[u8], acts: &PackedActs, out: &mut [f32]) {
-    let nsb = acts.n_blocks;
-    let sb_bytes = std::mem::size_of::<BlockQ4K>();
-    let row_bytes = nsb * sb_bytes;
-    let y = &as_blocks::<BlockQ8K>(&acts.raw[..acts.raw_stride])[..nsb];
-    // The token's bsums summed in pairs (one per 32 quants, the minimums' groups), once.
-    let pairs: Vec<__m128i> = y
-        .iter()
-        .map(|y| {
-            let b = ld32(y.bsums.as_flattened());
-            _mm_hadd_epi16(_mm256_castsi256_si128(b), _mm256_extracti128_si256::<1>(b))
-        })
-        .collect();
-    let full = out.len() / R * R;
+    let pairs = bsum_pairs(acts);
     let m4 = _mm256_set1_epi8(0x0f);
-    for r0 in (0..full).step_by(R) {
-        let group = &w[r0 * row_bytes..][..R * row_bytes];
-        let rows: [&[BlockQ4K]; R] =
-            std::array::from_fn(|r| as_blocks(&group[r * row_bytes..][..row_bytes]));
-        let mut sumf = _mm256_setzero_ps();
-        for sb in 0..nsb {
-            prefetch_next(group.as_ptr(), row_bytes, sb, sb_bytes);
-            let ys = &y[sb];
-            let x: [&BlockQ4K; R] = std::array::from_fn(|r| &rows[r][sb]);
-            let mut isum = [_mm256_setzero_si256(); R];
-            let mut summs = [_mm256_setzero_si256(); R];
-            for r in 0..R {
-                let (sc, m) = scales_mins_words(&x[r].scales);
-                let sc =
-                    _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
-                let m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(m as i64));
-                summs[r] = _mm256_zextsi128_si256(_mm_madd_epi16(pairs[sb], m));
-                let mut acc = _mm256_setzero_si256();
-                for i in 0..4 {
-                    let q = ld32(&x[r].qs[32 * i..]);
-                    let lo = _mm256_and_si256(q, m4);
-                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
-                    let s0 = _mm256_shuffle_epi8(sc, words(2 * i, 2 * i));
-                    let s1 = _mm256_shuffle_epi8(sc, words(2 * i + 1, 2 * i + 1));
-                    let y0 = super::common::ld32i(&ys.qs[64 * i..]);
-                    let y1 = super::common::ld32i(&ys.qs[64 * i + 32..]);
-                    let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s0);
-                    let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1);
-                    acc = _mm256_add_epi32(acc, _mm256_add_epi32(p0, p1));
-                }
-                isum[r] = acc;
+    let step = |x: &[&BlockQ4K; R], ys: &BlockQ8K, sb: usize| {
+        let mut isum = [_mm256_setzero_si256(); R];
+        let mut summs = [_mm256_setzero_si256(); R];
+        for r in 0..R {
+            let (sc, m) = scales_mins_words(&x[r].scales);
+            let sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
+            let m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(m as i64));
+            summs[r] = _mm256_zextsi128_si256(_mm_madd_epi16(pairs[sb], m));
+            let mut acc = _mm256_setzero_si256();
+            for i in 0..4 {
+                let q = ld32(&x[r].qs[32 * i..]);
+                let lo = _mm256_and_si256(q, m4);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+                let s0 = _mm256_shuffle_epi8(sc, words(2 * i, 2 * i));
+                let s1 = _mm256_shuffle_epi8(sc, words(2 * i + 1, 2 * i + 1));
+                let y0 = super::common::ld32i(&ys.qs[64 * i..]);
+                let y1 = super::common::ld32i(&ys.qs[64 * i + 32..]);
+                let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s0);
+                let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1);
+                acc = _mm256_add_epi32(acc, _mm256_add_epi32(p0, p1));
             }
-            // The scalar reference's step: `sumf += d·isum − dmin·summs`, `d = dx·yd`,
-            // `dmin = dmin_x·yd`.
-            let yd = _mm256_set1_ps(ys.d());
-            let d = _mm256_mul_ps(halves(&x, |b: &BlockQ4K| b.d), yd);
-            let dmin = _mm256_mul_ps(halves(&x, |b: &BlockQ4K| b.dmin), yd);
-            let isum = _mm256_cvtepi32_ps(hsum_8x8(&isum));
-            let summs = _mm256_cvtepi32_ps(hsum_8x8(&summs));
-            let term = _mm256_sub_ps(_mm256_mul_ps(d, isum), _mm256_mul_ps(dmin, summs));
-            sumf = _mm256_add_ps(sumf, term);
+            isum[r] = acc;
         }
-        // SAFETY: eight writable floats at `r0`; unaligned store.
-        unsafe { _mm256_storeu_ps(out[r0..r0 + R].as_mut_ptr(), sumf) };
-    }
-    let (_, tail) = out.split_at_mut(full);
+        q4_k_step(x, ys, &isum, &summs)
+    };
     // SAFETY: the caller guarantees the CPU features.
-    unsafe { tail_rows::<super::tiles_k_avx2::Q4K>(w, acts, row_bytes, full, tail) };
+    unsafe { eight_row_steps::<super::tiles_k_avx2::Q4K>(w, acts, out, step) };
 }
 
 /// The Q6_K matrix-vector kernel (see the module doc).
@@ -207,76 +252,56 @@ pub(super) unsafe fn matvec_q4_k(w: &[u8], acts: &PackedActs, out: &mut [f32]) {
 /// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn matvec_q6_k(w: &[u8], acts: &PackedActs, out: &mut [f32]) {
-    let nsb = acts.n_blocks;
-    let sb_bytes = std::mem::size_of::<BlockQ6K>();
-    let row_bytes = nsb * sb_bytes;
-    let y = &as_blocks::<BlockQ8K>(&acts.raw[..acts.raw_stride])[..nsb];
-    let full = out.len() / R * R;
     let m4 = _mm256_set1_epi8(0x0f);
     let m30 = _mm256_set1_epi8(0x30);
-    for r0 in (0..full).step_by(R) {
-        let group = &w[r0 * row_bytes..][..R * row_bytes];
-        let rows: [&[BlockQ6K]; R] =
-            std::array::from_fn(|r| as_blocks(&group[r * row_bytes..][..row_bytes]));
-        let mut sumf = _mm256_setzero_ps();
-        for sb in 0..nsb {
-            prefetch_next(group.as_ptr(), row_bytes, sb, sb_bytes);
-            let ys = &y[sb];
-            let bsums = ld32(ys.bsums.as_flattened());
-            let x: [&BlockQ6K; R] = std::array::from_fn(|r| &rows[r][sb]);
-            let mut isum = [_mm256_setzero_si256(); R];
-            for r in 0..R {
-                let xr = x[r];
-                let sc16 = _mm256_cvtepi8_epi16(super::common::ld16(&xr.scales.map(|s| s as u8)));
-                // The −32 offset of every quant, through the token's group sums.
-                let bias = _mm256_slli_epi32::<5>(_mm256_madd_epi16(bsums, sc16));
-                let mut acc = _mm256_setzero_si256();
-                for h in 0..2 {
-                    // Both lanes: the eight scales of this half.
-                    let sch = if h == 0 {
-                        _mm256_permute2x128_si256::<0x00>(sc16, sc16)
-                    } else {
-                        _mm256_permute2x128_si256::<0x11>(sc16, sc16)
-                    };
-                    let qa = ld32(&xr.ql[64 * h..]);
-                    let qb = ld32(&xr.ql[64 * h + 32..]);
-                    let qh = ld32(&xr.qh[32 * h..]);
-                    let q = [
-                        _mm256_or_si256(
-                            _mm256_and_si256(qa, m4),
-                            _mm256_and_si256(_mm256_slli_epi16::<4>(qh), m30),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(qb, m4),
-                            _mm256_and_si256(_mm256_slli_epi16::<2>(qh), m30),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(_mm256_srli_epi16::<4>(qa), m4),
-                            _mm256_and_si256(qh, m30),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(_mm256_srli_epi16::<4>(qb), m4),
-                            _mm256_and_si256(_mm256_srli_epi16::<2>(qh), m30),
-                        ),
-                    ];
-                    for (s, q) in q.into_iter().enumerate() {
-                        let yv = super::common::ld32i(&ys.qs[128 * h + 32 * s..]);
-                        let scv = _mm256_shuffle_epi8(sch, words(2 * s, 2 * s + 1));
-                        let p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, yv), scv);
-                        acc = _mm256_add_epi32(acc, p);
-                    }
+    let step = |x: &[&BlockQ6K; R], ys: &BlockQ8K, _sb: usize| {
+        let bsums = ld32(ys.bsums.as_flattened());
+        let mut isum = [_mm256_setzero_si256(); R];
+        for r in 0..R {
+            let xr = x[r];
+            let sc16 = _mm256_cvtepi8_epi16(super::common::ld16(&xr.scales.map(|s| s as u8)));
+            // The −32 offset of every quant, through the token's group sums.
+            let bias = _mm256_slli_epi32::<5>(_mm256_madd_epi16(bsums, sc16));
+            let mut acc = _mm256_setzero_si256();
+            for h in 0..2 {
+                // Both lanes: the eight scales of this half.
+                let sch = if h == 0 {
+                    _mm256_permute2x128_si256::<0x00>(sc16, sc16)
+                } else {
+                    _mm256_permute2x128_si256::<0x11>(sc16, sc16)
+                };
+                let qa = ld32(&xr.ql[64 * h..]);
+                let qb = ld32(&xr.ql[64 * h + 32..]);
+                let qh = ld32(&xr.qh[32 * h..]);
+                let q = [
+                    _mm256_or_si256(
+                        _mm256_and_si256(qa, m4),
+                        _mm256_and_si256(_mm256_slli_epi16::<4>(qh), m30),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(qb, m4),
+                        _mm256_and_si256(_mm256_slli_epi16::<2>(qh), m30),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(qa), m4),
+                        _mm256_and_si256(qh, m30),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(qb), m4),
+                        _mm256_and_si256(_mm256_srli_epi16::<2>(qh), m30),
+                    ),
+                ];
+                for (s, q) in q.into_iter().enumerate() {
+                    let yv = super::common::ld32i(&ys.qs[128 * h + 32 * s..]);
+                    let scv = _mm256_shuffle_epi8(sch, words(2 * s, 2 * s + 1));
+                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, yv), scv);
+                    acc = _mm256_add_epi32(acc, p);
                 }
-                isum[r] = _mm256_sub_epi32(acc, bias);
             }
-            // The scalar reference's step: `sumf += dx·yd·isum`.
-            let d = _mm256_mul_ps(halves(&x, |b: &BlockQ6K| b.d), _mm256_set1_ps(ys.d()));
-            let isum = _mm256_cvtepi32_ps(hsum_8x8(&isum));
-            sumf = _mm256_add_ps(sumf, _mm256_mul_ps(d, isum));
+            isum[r] = _mm256_sub_epi32(acc, bias);
         }
-        // SAFETY: eight writable floats at `r0`; unaligned store.
-        unsafe { _mm256_storeu_ps(out[r0..r0 + R].as_mut_ptr(), sumf) };
-    }
-    let (_, tail) = out.split_at_mut(full);
+        q6_k_step(x, ys, &isum)
+    };
     // SAFETY: the caller guarantees the CPU features.
-    unsafe { tail_rows::<super::tiles_k_avx2::Q6K>(w, acts, row_bytes, full, tail) };
+    unsafe { eight_row_steps::<super::tiles_k_avx2::Q6K>(w, acts, out, step) };
 }

@@ -8,22 +8,12 @@
 
 use std::arch::x86_64::*;
 
-use super::common::{dpwssd, ld16, ld32};
-use super::matvec_k_avx2::{halves, hsum_8x8, prefetch_next, tail_rows, R};
-use crate::quant::block::as_blocks;
+use super::common::{dpwssd, lane_index, ld16, ld32, ld64i};
+use super::matvec_k_avx2::{bsum_pairs, eight_row_steps, q4_k_step, q6_k_step, R};
 use crate::quant::gemm::PackedActs;
 use crate::quant::q4_k::{scales_mins_words, BlockQ4K};
 use crate::quant::q6_k::BlockQ6K;
 use crate::quant::q8_k::BlockQ8K;
-
-/// 64 signed bytes from the start of `s`.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw")]
-fn ld64i(s: &[i8]) -> __m512i {
-    assert!(s.len() >= 64);
-    // SAFETY: at least 64 readable bytes; unaligned load.
-    unsafe { _mm512_loadu_si512(s.as_ptr().cast()) }
-}
 
 /// 64 bytes from the start of `s`.
 #[inline]
@@ -32,16 +22,6 @@ fn ld64(s: &[u8]) -> __m512i {
     assert!(s.len() >= 64);
     // SAFETY: at least 64 readable bytes; unaligned load.
     unsafe { _mm512_loadu_si512(s.as_ptr().cast()) }
-}
-
-/// An index vector of i16 lanes for `vpermw`: every lane of 256-bit half `h` holds
-/// `base + h`, or with `per_128` every lane of 128-bit quarter `l` holds `base + l`.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw")]
-fn lane_index(base: i16, per_128: bool) -> __m512i {
-    let v: [i16; 32] = std::array::from_fn(|i| base + (i / if per_128 { 8 } else { 16 }) as i16);
-    // SAFETY: `[i16; 32]` is 64 readable bytes.
-    unsafe { _mm512_loadu_si512(v.as_ptr().cast()) }
 }
 
 /// A vector of i16 lanes holding `lo` in its low 256 bits and `hi` in its high 256 bits.
@@ -67,71 +47,35 @@ fn fold(v: __m512i) -> __m256i {
 /// The CPU must support AVX2, FMA, F16C and AVX-512 F/BW/VL/VNNI.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(super) unsafe fn matvec_q4_k(w: &[u8], acts: &PackedActs, out: &mut [f32]) {
-    let nsb = acts.n_blocks;
-    let sb_bytes = std::mem::size_of::<BlockQ4K>();
-    let row_bytes = nsb * sb_bytes;
-    let y = &as_blocks::<BlockQ8K>(&acts.raw[..acts.raw_stride])[..nsb];
-    // The token's bsums summed in pairs (one per 32 quants, the minimums' groups), once.
-    let pairs: Vec<__m128i> = y
-        .iter()
-        .map(|y| {
-            let b = ld32(y.bsums.as_flattened());
-            _mm_hadd_epi16(_mm256_castsi256_si128(b), _mm256_extracti128_si256::<1>(b))
-        })
-        .collect();
+    let pairs = bsum_pairs(acts);
     // Group pair j (32 bytes of quants: low nibbles group 2j, high nibbles 2j+1) meets the
     // token's 64 quants at 64j, scaled by scales 2j and 2j+1.
     let idx: [__m512i; 4] = std::array::from_fn(|j| lane_index(2 * j as i16, false));
     let m4 = _mm512_set1_epi8(0x0f);
-    let full = out.len() / R * R;
-    for r0 in (0..full).step_by(R) {
-        let group = &w[r0 * row_bytes..][..R * row_bytes];
-        let rows: [&[BlockQ4K]; R] =
-            std::array::from_fn(|r| as_blocks(&group[r * row_bytes..][..row_bytes]));
-        let mut sumf = _mm256_setzero_ps();
-        for sb in 0..nsb {
-            prefetch_next(group.as_ptr(), row_bytes, sb, sb_bytes);
-            let ys = &y[sb];
-            let x: [&BlockQ4K; R] = std::array::from_fn(|r| &rows[r][sb]);
-            let mut isum = [_mm256_setzero_si256(); R];
-            let mut summs = [_mm256_setzero_si256(); R];
-            for r in 0..R {
-                let (sc, m) = scales_mins_words(&x[r].scales);
-                let scales =
-                    _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
-                let m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(m as i64));
-                summs[r] = _mm256_zextsi128_si256(_mm_madd_epi16(pairs[sb], m));
-                let mut acc = _mm512_setzero_si512();
-                for (j, &idx) in idx.iter().enumerate() {
-                    let q4 = ld32(&x[r].qs[32 * j..]);
-                    let q = _mm512_and_si512(
-                        _mm512_inserti64x4::<1>(
-                            _mm512_castsi256_si512(q4),
-                            _mm256_srli_epi16::<4>(q4),
-                        ),
-                        m4,
-                    );
-                    let p = _mm512_maddubs_epi16(q, ld64i(&ys.qs[64 * j..]));
-                    acc = dpwssd(acc, p, _mm512_permutexvar_epi16(idx, scales));
-                }
-                isum[r] = fold(acc);
+    let step = |x: &[&BlockQ4K; R], ys: &BlockQ8K, sb: usize| {
+        let mut isum = [_mm256_setzero_si256(); R];
+        let mut summs = [_mm256_setzero_si256(); R];
+        for r in 0..R {
+            let (sc, m) = scales_mins_words(&x[r].scales);
+            let scales = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
+            let m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(m as i64));
+            summs[r] = _mm256_zextsi128_si256(_mm_madd_epi16(pairs[sb], m));
+            let mut acc = _mm512_setzero_si512();
+            for (j, &idx) in idx.iter().enumerate() {
+                let q4 = ld32(&x[r].qs[32 * j..]);
+                let q = _mm512_and_si512(
+                    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q4), _mm256_srli_epi16::<4>(q4)),
+                    m4,
+                );
+                let p = _mm512_maddubs_epi16(q, ld64i(&ys.qs[64 * j..]));
+                acc = dpwssd(acc, p, _mm512_permutexvar_epi16(idx, scales));
             }
-            // The scalar reference's step: `sumf += d·isum − dmin·summs`, `d = dx·yd`,
-            // `dmin = dmin_x·yd`.
-            let yd = _mm256_set1_ps(ys.d());
-            let d = _mm256_mul_ps(halves(&x, |b: &BlockQ4K| b.d), yd);
-            let dmin = _mm256_mul_ps(halves(&x, |b: &BlockQ4K| b.dmin), yd);
-            let isum = _mm256_cvtepi32_ps(hsum_8x8(&isum));
-            let summs = _mm256_cvtepi32_ps(hsum_8x8(&summs));
-            let term = _mm256_sub_ps(_mm256_mul_ps(d, isum), _mm256_mul_ps(dmin, summs));
-            sumf = _mm256_add_ps(sumf, term);
+            isum[r] = fold(acc);
         }
-        // SAFETY: eight writable floats at `r0`; unaligned store.
-        unsafe { _mm256_storeu_ps(out[r0..r0 + R].as_mut_ptr(), sumf) };
-    }
-    let (_, tail) = out.split_at_mut(full);
+        q4_k_step(x, ys, &isum, &summs)
+    };
     // SAFETY: the caller guarantees the CPU features.
-    unsafe { tail_rows::<super::tiles_k_avx2::Q4K>(w, acts, row_bytes, full, tail) };
+    unsafe { eight_row_steps::<super::tiles_k_avx2::Q4K>(w, acts, out, step) };
 }
 
 /// The Q6_K matrix-vector kernel (see the module doc).
@@ -140,11 +84,6 @@ pub(super) unsafe fn matvec_q4_k(w: &[u8], acts: &PackedActs, out: &mut [f32]) {
 /// The CPU must support AVX2, FMA, F16C and AVX-512 F/BW/VL/VNNI.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(super) unsafe fn matvec_q6_k(w: &[u8], acts: &PackedActs, out: &mut [f32]) {
-    let nsb = acts.n_blocks;
-    let sb_bytes = std::mem::size_of::<BlockQ6K>();
-    let row_bytes = nsb * sb_bytes;
-    let y = &as_blocks::<BlockQ8K>(&acts.raw[..acts.raw_stride])[..nsb];
-    let full = out.len() / R * R;
     let m4 = _mm512_set1_epi8(0x0f);
     let m30 = _mm512_set1_epi8(0x30);
     // Half h of a super-block: 64 bytes of low bits `ql[64h..]` (quants 0..32 and 32..64 in
@@ -155,52 +94,37 @@ pub(super) unsafe fn matvec_q6_k(w: &[u8], acts: &PackedActs, out: &mut [f32]) {
     let shift23 = halves_of(0, 2); // right: pairs 2 and 3
                                    // Quants 64k..64k+64 of the super-block meet scales 4k..4k+4, one per 16 quants.
     let idx: [__m512i; 4] = std::array::from_fn(|k| lane_index(4 * k as i16, true));
-    for r0 in (0..full).step_by(R) {
-        let group = &w[r0 * row_bytes..][..R * row_bytes];
-        let rows: [&[BlockQ6K]; R] =
-            std::array::from_fn(|r| as_blocks(&group[r * row_bytes..][..row_bytes]));
-        let mut sumf = _mm256_setzero_ps();
-        for sb in 0..nsb {
-            prefetch_next(group.as_ptr(), row_bytes, sb, sb_bytes);
-            let ys = &y[sb];
-            let bsums = ld32(ys.bsums.as_flattened());
-            let x: [&BlockQ6K; R] = std::array::from_fn(|r| &rows[r][sb]);
-            let mut isum = [_mm256_setzero_si256(); R];
-            for r in 0..R {
-                let xr = x[r];
-                let sc16 = _mm256_cvtepi8_epi16(ld16(&xr.scales.map(|s| s as u8)));
-                let scales = _mm512_castsi256_si512(sc16);
-                // The −32 offset of every quant, through the token's group sums.
-                let bias = _mm256_slli_epi32::<5>(_mm256_madd_epi16(bsums, sc16));
-                let mut acc = _mm512_setzero_si512();
-                for h in 0..2 {
-                    let ql = ld64(&xr.ql[64 * h..]);
-                    let qh = _mm512_broadcast_i64x4(ld32(&xr.qh[32 * h..]));
-                    let z01 = _mm512_or_si512(
-                        _mm512_and_si512(ql, m4),
-                        _mm512_and_si512(_mm512_sllv_epi16(qh, shift01), m30),
-                    );
-                    let z23 = _mm512_or_si512(
-                        _mm512_and_si512(_mm512_srli_epi16::<4>(ql), m4),
-                        _mm512_and_si512(_mm512_srlv_epi16(qh, shift23), m30),
-                    );
-                    let yh = &ys.qs[128 * h..];
-                    let p01 = _mm512_maddubs_epi16(z01, ld64i(yh));
-                    let p23 = _mm512_maddubs_epi16(z23, ld64i(&yh[64..]));
-                    acc = dpwssd(acc, p01, _mm512_permutexvar_epi16(idx[2 * h], scales));
-                    acc = dpwssd(acc, p23, _mm512_permutexvar_epi16(idx[2 * h + 1], scales));
-                }
-                isum[r] = _mm256_sub_epi32(fold(acc), bias);
+    let step = |x: &[&BlockQ6K; R], ys: &BlockQ8K, _sb: usize| {
+        let bsums = ld32(ys.bsums.as_flattened());
+        let mut isum = [_mm256_setzero_si256(); R];
+        for r in 0..R {
+            let xr = x[r];
+            let sc16 = _mm256_cvtepi8_epi16(ld16(&xr.scales.map(|s| s as u8)));
+            let scales = _mm512_castsi256_si512(sc16);
+            // The −32 offset of every quant, through the token's group sums.
+            let bias = _mm256_slli_epi32::<5>(_mm256_madd_epi16(bsums, sc16));
+            let mut acc = _mm512_setzero_si512();
+            for h in 0..2 {
+                let ql = ld64(&xr.ql[64 * h..]);
+                let qh = _mm512_broadcast_i64x4(ld32(&xr.qh[32 * h..]));
+                let z01 = _mm512_or_si512(
+                    _mm512_and_si512(ql, m4),
+                    _mm512_and_si512(_mm512_sllv_epi16(qh, shift01), m30),
+                );
+                let z23 = _mm512_or_si512(
+                    _mm512_and_si512(_mm512_srli_epi16::<4>(ql), m4),
+                    _mm512_and_si512(_mm512_srlv_epi16(qh, shift23), m30),
+                );
+                let yh = &ys.qs[128 * h..];
+                let p01 = _mm512_maddubs_epi16(z01, ld64i(yh));
+                let p23 = _mm512_maddubs_epi16(z23, ld64i(&yh[64..]));
+                acc = dpwssd(acc, p01, _mm512_permutexvar_epi16(idx[2 * h], scales));
+                acc = dpwssd(acc, p23, _mm512_permutexvar_epi16(idx[2 * h + 1], scales));
             }
-            // The scalar reference's step: `sumf += dx·yd·isum`.
-            let d = _mm256_mul_ps(halves(&x, |b: &BlockQ6K| b.d), _mm256_set1_ps(ys.d()));
-            let isum = _mm256_cvtepi32_ps(hsum_8x8(&isum));
-            sumf = _mm256_add_ps(sumf, _mm256_mul_ps(d, isum));
+            isum[r] = _mm256_sub_epi32(fold(acc), bias);
         }
-        // SAFETY: eight writable floats at `r0`; unaligned store.
-        unsafe { _mm256_storeu_ps(out[r0..r0 + R].as_mut_ptr(), sumf) };
-    }
-    let (_, tail) = out.split_at_mut(full);
+        q6_k_step(x, ys, &isum)
+    };
     // SAFETY: the caller guarantees the CPU features.
-    unsafe { tail_rows::<super::tiles_k_avx2::Q6K>(w, acts, row_bytes, full, tail) };
+    unsafe { eight_row_steps::<super::tiles_k_avx2::Q6K>(w, acts, out, step) };
 }
