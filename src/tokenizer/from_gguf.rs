@@ -85,6 +85,9 @@ impl VocabSpec {
             add_bos: gguf.get_bool("tokenizer.ggml.add_bos_token"),
             add_eos: gguf.get_bool("tokenizer.ggml.add_eos_token"),
             add_space_prefix: gguf.get_bool("tokenizer.ggml.add_space_prefix"),
+            add_sep: gguf.get_bool("tokenizer.ggml.add_sep_token"),
+            lowercase: gguf.get_bool("tokenizer.ggml.normalizer.lowercase"),
+            strip_accents: gguf.get_bool("tokenizer.ggml.normalizer.strip_accents"),
         })
     }
 }

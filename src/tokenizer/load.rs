@@ -12,6 +12,7 @@ use super::pretokenize::PreConfig;
 use super::spec::{SpecialIds, VocabSpec};
 use super::special::Specials;
 use super::vocab::{attr, Token, Vocab};
+use super::wpm::Normalizer;
 use super::{Model, Tokenizer};
 
 /// Token texts llama.cpp treats as end of turn when `eot_token_id` is absent.
@@ -114,6 +115,17 @@ pub fn build(mut spec: VocabSpec) -> Result<Tokenizer, TokenizerError> {
             };
             (ids, None, true, true, false)
         }
+        "bert" => {
+            let ids = SpecialIds {
+                bos: Some(101),
+                unk: Some(100),
+                sep: Some(102),
+                pad: Some(0),
+                mask: Some(103),
+                ..SpecialIds::default()
+            };
+            (ids, None, true, false, true)
+        }
         "gpt2" => {
             let merges = spec
                 .merges
@@ -152,7 +164,14 @@ pub fn build(mut spec: VocabSpec) -> Result<Tokenizer, TokenizerError> {
     let mut vocab = build_vocab(&mut spec)?;
 
     // default ids out of range are disabled; metadata ids out of range are ignored
-    let defaults = [&mut ids.bos, &mut ids.eos, &mut ids.unk];
+    let defaults = [
+        &mut ids.bos,
+        &mut ids.eos,
+        &mut ids.unk,
+        &mut ids.sep,
+        &mut ids.pad,
+        &mut ids.mask,
+    ];
     for id in defaults {
         if id.is_some_and(|i| i as usize >= n_tokens) {
             *id = None;
@@ -196,8 +215,22 @@ pub fn build(mut spec: VocabSpec) -> Result<Tokenizer, TokenizerError> {
         .map(|t| render_piece(t, spelling).into_boxed_slice())
         .collect();
 
+    let wpm = spec.model == "bert";
+    let lowercase = spec.lowercase.unwrap_or(true);
     let model = match model {
         Some(bpe) => Model::Bpe(bpe),
+        None if wpm => Model::Wpm {
+            norm: Normalizer {
+                lowercase,
+                strip_accents: spec.strip_accents.unwrap_or(lowercase),
+            },
+            max_len: vocab
+                .tokens()
+                .iter()
+                .map(|t| t.text.len())
+                .max()
+                .unwrap_or(0),
+        },
         None => Model::Spm {
             byte_tokens: Box::new(spm_byte_tokens(&vocab, ids.unk)),
         },
@@ -208,6 +241,7 @@ pub fn build(mut spec: VocabSpec) -> Result<Tokenizer, TokenizerError> {
         ids,
         add_bos,
         add_eos,
+        add_sep: spec.add_sep.unwrap_or(wpm),
         add_space_prefix,
         clean_spaces,
         eog,

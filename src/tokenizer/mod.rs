@@ -1,6 +1,6 @@
 //! Tokenizers built from GGUF vocabulary metadata that reproduce llama.cpp's tokenization token
 //! for token: byte-level BPE (`gpt2`, with the pre-tokenizer named by `tokenizer.ggml.pre`) and
-//! SentencePiece-style merging by score (`llama`), special-token parsing, detokenization and a
+//! SentencePiece-style merging by score (`llama`), WordPiece (`bert`), special-token parsing, detokenization and a
 //! UTF-8-safe streaming decoder.
 //!
 //! Owns the vocabulary and text ↔ token conversion only; chat templates live in `chat`, and
@@ -29,6 +29,7 @@ mod special;
 mod spm;
 mod unicode;
 mod vocab;
+mod wpm;
 
 #[cfg(test)]
 mod reference_tests;
@@ -43,6 +44,7 @@ pub use spec::{SpecialIds, VocabSpec};
 use bpe::Bpe;
 use special::{Fragment, Specials};
 use vocab::{attr, Vocab};
+use wpm::Normalizer;
 
 use crate::gguf::GgufFile;
 
@@ -52,6 +54,11 @@ enum Model {
     /// `byte_tokens[b]`: the byte-fallback token of byte `b`.
     Spm {
         byte_tokens: Box<[Option<u32>; 256]>,
+    },
+    /// WordPiece (BERT); `max_len`: the longest token in bytes.
+    Wpm {
+        norm: Normalizer,
+        max_len: usize,
     },
 }
 
@@ -64,6 +71,9 @@ pub struct Tokenizer {
     ids: SpecialIds,
     add_bos: bool,
     add_eos: bool,
+    /// `tokenizer.ggml.add_sep_token` (default: true for WordPiece, else false): whether a
+    /// rerank prompt puts `[SEP]` between query and document.
+    add_sep: bool,
     add_space_prefix: bool,
     clean_spaces: bool,
     /// End-of-generation ids, sorted.
@@ -123,9 +133,28 @@ impl Tokenizer {
                     }
                 }
             }
+            Model::Wpm { norm, max_len } => {
+                for fragment in fragments {
+                    match fragment {
+                        Fragment::Text(range) => wpm::tokenize(
+                            &self.vocab,
+                            *norm,
+                            self.ids.unk,
+                            *max_len,
+                            &text[range],
+                            &mut out,
+                        ),
+                        Fragment::Token(id) => out.push(id),
+                    }
+                }
+            }
         }
         if add_special && self.add_eos {
             out.extend(self.ids.eos);
+        }
+        // llama.cpp ends a WordPiece text with [SEP] whatever `add_sep_token` says.
+        if add_special && matches!(*self.model, Model::Wpm { .. }) {
+            out.extend(self.ids.sep);
         }
         out
     }
@@ -195,11 +224,17 @@ impl Tokenizer {
         self.add_eos
     }
 
-    /// The BPE pre-tokenizer in use (`None` for SentencePiece vocabularies).
+    /// `tokenizer.ggml.add_sep_token`, true by default for WordPiece vocabularies (whose
+    /// `encode(.., add_special = true, ..)` ends with `[SEP]` in any case).
+    pub fn add_sep(&self) -> bool {
+        self.add_sep
+    }
+
+    /// The BPE pre-tokenizer in use (`None` for SentencePiece and WordPiece vocabularies).
     pub fn pre_tokenizer(&self) -> Option<PreTokenizer> {
         match &*self.model {
             Model::Bpe(bpe) => Some(bpe.pre().splitter),
-            Model::Spm { .. } => None,
+            Model::Spm { .. } | Model::Wpm { .. } => None,
         }
     }
 }

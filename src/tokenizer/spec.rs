@@ -26,7 +26,8 @@ pub struct SpecialIds {
 /// Everything a tokenizer is built from.
 #[derive(Clone, Debug, Default)]
 pub struct VocabSpec {
-    /// `tokenizer.ggml.model`: `"gpt2"` (byte-level BPE) or `"llama"` (SentencePiece).
+    /// `tokenizer.ggml.model`: `"gpt2"` (byte-level BPE), `"llama"` (SentencePiece) or `"bert"`
+    /// (WordPiece).
     pub model: String,
     /// `tokenizer.ggml.pre`: the BPE pre-tokenizer name (`"smollm"`, `"qwen2"`, `"llama-bpe"`, ...).
     pub pre: Option<String>,
@@ -39,4 +40,10 @@ pub struct VocabSpec {
     pub add_bos: Option<bool>,
     pub add_eos: Option<bool>,
     pub add_space_prefix: Option<bool>,
+    /// `tokenizer.ggml.add_sep_token` (WordPiece vocabularies end a text with `[SEP]`).
+    pub add_sep: Option<bool>,
+    /// `tokenizer.ggml.normalizer.lowercase` (WordPiece; default true).
+    pub lowercase: Option<bool>,
+    /// `tokenizer.ggml.normalizer.strip_accents` (WordPiece; default: as `lowercase`).
+    pub strip_accents: Option<bool>,
 }

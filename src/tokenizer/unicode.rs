@@ -1,5 +1,5 @@
 //! Unicode facts the pre-tokenizers need, as llama.cpp's `unicode.cpp` sees them: per-codepoint
-//! general-category flags (letter, number, punctuation), the White_Space property, and GPT-2's
+//! general-category flags (letter, number, punctuation, mark, symbol, control), the White_Space property, and GPT-2's
 //! byte ↔ printable-character table used by byte-level BPE.
 //!
 //! Owns no splitting logic (see `pretokenize`). The category tables come from `regex-syntax`,
@@ -13,6 +13,9 @@ const NUMBER: u8 = 1 << 0;
 const LETTER: u8 = 1 << 1;
 const PUNCTUATION: u8 = 1 << 2;
 const WHITESPACE: u8 = 1 << 3;
+const MARK: u8 = 1 << 4;
+const SYMBOL: u8 = 1 << 5;
+const CONTROL: u8 = 1 << 6;
 
 const N_CODEPOINTS: usize = 0x11_0000;
 
@@ -50,6 +53,18 @@ impl Flags {
     pub fn is_whitespace(self) -> bool {
         self.bits & WHITESPACE != 0
     }
+    /// A combining mark (`\p{M}`), what BERT's accent stripping drops.
+    pub fn is_accent_mark(self) -> bool {
+        self.bits & MARK != 0
+    }
+    pub fn is_symbol(self) -> bool {
+        self.bits & SYMBOL != 0
+    }
+    /// A control, format or private-use character (`\p{Cc}`, `\p{Cf}`, `\p{Co}`; unassigned
+    /// codepoints are not, as in llama.cpp's tables).
+    pub fn is_control(self) -> bool {
+        self.bits & CONTROL != 0
+    }
     /// `[^\s\p{L}\p{N}]`: a real character that is neither whitespace, letter nor number.
     pub fn is_other(self) -> bool {
         self.inside && self.bits & (WHITESPACE | LETTER | NUMBER) == 0
@@ -67,6 +82,11 @@ fn build_table() -> Vec<u8> {
         (r"\p{N}", NUMBER),
         (r"\p{L}", LETTER),
         (r"\p{P}", PUNCTUATION),
+        (r"\p{M}", MARK),
+        (r"\p{S}", SYMBOL),
+        (r"\p{Cc}", CONTROL),
+        (r"\p{Cf}", CONTROL),
+        (r"\p{Co}", CONTROL),
     ] {
         for (start, end) in class_ranges(class) {
             for cp in start..=end {
