@@ -4,7 +4,7 @@
 use crate::backend::{Backend, GpuLayers, LayerPlan};
 use crate::bundle::Bundle;
 use crate::cli::{Cli, Devices};
-use crate::engine::loaded::{load_model, Loaded};
+use crate::engine::loaded::{load_model, load_model_from, Loaded};
 use crate::engine::media::Media;
 use crate::engine::session::Session;
 use crate::engine::PlacedModel;
@@ -217,8 +217,12 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
     // Before the model loads: `--gpu nvidia` without a usable GPU fails at once.
     let gpu_opts = cli.gpu.options().map_err(anyhow::Error::msg)?;
     let gpu = probe_for_run(&gpu_opts, cli.n_gpu_layers.as_deref()).map_err(anyhow::Error::msg)?;
-    let mut loaded = load_model(&name, own)?;
-    place_layers(cli, &mut loaded.model, &gpu, gpu_opts.mode)?;
+    let mut loaded = load_model_from(&name, own, cli.compat.weights_in_memory())?;
+    if loaded.model.config.arch.is_encoder() {
+        encoder_use(cli, &loaded.model, gpu_opts.mode)?;
+    } else {
+        place_layers(cli, &mut loaded.model, &gpu, gpu_opts.mode)?;
+    }
     loaded.model.set_kv_types(cli.compat.kv_types())?;
     for ((path, _), scale) in cli.lora.adapters.iter().zip(cli.lora.initial_scales()) {
         loaded.model.add_lora(std::path::Path::new(path), scale)?;
@@ -326,9 +330,52 @@ fn load_media(cli: &Cli, own: Option<&Bundle>, model: &PlacedModel) -> Result<Op
 fn context_size(cli: &Cli, model: &PlacedModel) -> usize {
     if cli.ctx_size == 0 {
         model.config.n_ctx_train
+    } else if model.config.arch.is_encoder() {
+        // An encoder has no position past its learned ones.
+        cli.ctx_size.min(model.config.n_ctx_train)
     } else {
         cli.ctx_size
     }
+}
+
+/// An encoder (BERT) computes embeddings and rerank scores only, on the CPU, with no adapters
+/// or drafts: anything else is refused in one line (llama.cpp does not generate text with one
+/// either).
+fn encoder_use(cli: &Cli, model: &PlacedModel, mode: GpuMode) -> Result<()> {
+    let arch = model.config.arch.name();
+    let ngl = cli.n_gpu_layers.as_deref();
+    if let (Some(n), Some(GpuLayers::All | GpuLayers::Count(1..))) =
+        (ngl, ngl.and_then(GpuLayers::parse))
+    {
+        bail!("-ngl {n}: a {arch} encoder runs on the CPU only (leave -ngl out or give -ngl 0)");
+    }
+    if mode == GpuMode::Nvidia {
+        bail!("--gpu nvidia: a {arch} encoder runs on the CPU only");
+    }
+    if cli.rpc.endpoints().map_err(anyhow::Error::msg)?.is_some() {
+        bail!("--rpc: a {arch} encoder runs on the CPU only, not on RPC workers");
+    }
+    if !cli.lora.adapters.is_empty() {
+        bail!("--lora: adapters for a {arch} encoder are not supported");
+    }
+    if cli.spec.model_draft.is_some() {
+        bail!("--model-draft: a {arch} encoder generates no text to draft");
+    }
+    let server = cli.server
+        || (!cli.cli
+            && !cli.tokenize
+            && !cli.bench
+            && !cli.perplexity
+            && !cli.chat
+            && cli.prompt.is_none()
+            && cli.file.is_none());
+    if cli.tokenize || (server && cli.emb.embedding) {
+        return Ok(());
+    }
+    bail!(
+        "the model is a {arch} encoder: it computes embeddings and rerank scores, not text; \
+         serve it with --embedding (or --rerank for a reranker)"
+    )
 }
 
 fn run_perplexity(cli: &Cli, loaded: &Loaded, text: &str) -> Result<()> {

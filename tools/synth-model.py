@@ -146,7 +146,41 @@ FAMILIES = {
                     mmproj=dict(type="idefics3", image_size=128, patch_size=16, n_embd=128,
                                 n_head=4, n_ff=320, n_layer=3, eps=1e-5, scale_factor=2,
                                 preproc_image_size=256)),
+    # BERT encoders (bge-small/MiniLM style: learned positions, token types, post-norms, GELU),
+    # with their own small WordPiece vocabulary (BERT_WORDS; --vocab-from is not read): `bert`
+    # an embedding model (mean pooling), `bert-rerank` a bge-reranker-style cross-encoder (rank
+    # pooling through the `cls` dense + tanh and the one-output `cls.output` head).
+    "bert": dict(arch="bert", n_embd=128, n_head=4, n_ff=256, n_layer=2, n_ctx_train=256,
+                 pooling=1),
+    "bert-rerank": dict(arch="bert", n_embd=128, n_head=4, n_ff=256, n_layer=2,
+                        n_ctx_train=256, pooling=4),
 }
+
+# The synthetic BERT vocabulary: BERT's special tokens at their usual ids, whole words
+# (`▁word`, as llama.cpp's converter spells a word-initial piece), continuation pieces (`##ing`
+# spelled `ing`), punctuation, and single letters a-y at both places, so most words split into
+# pieces; words with a q or a z (or other letters absent here) become [UNK].
+BERT_WORDS = (
+    "the a an is are was of to in on and or for with that this it be as by at from what where "
+    "who how machine learning learn field study artificial intelligence statistical algorithm "
+    "data physical system power force control movement process new understand knowledge skill "
+    "paris capital france great city european giant panda bear species china hello world cafe "
+    "river bank money fish water swim run good bad day night"
+).split()
+BERT_PIECES = ["ing", "ed", "s", "es", "er", "ly", "al", "tion", "ment", "ical", "ity", "ence"]
+BERT_PUNCT = list(".,!?;:'\"()-/$%&*+=@#")
+
+
+def bert_vocab():
+    toks = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    types = [3] + [5] * 99 + [2, 3, 3, 3]
+    letters = [chr(c) for c in range(ord("a"), ord("z")) if chr(c) != "q"]
+    words = ["\u2581" + x for x in BERT_WORDS + BERT_PUNCT + letters + list("0123456789")]
+    words += ["\u2581\u6771", "\u2581\u4eac"]  # 東 京
+    words = list(dict.fromkeys(words))
+    toks += words + BERT_PIECES + [c for c in letters if c not in BERT_PIECES]
+    types += [1] * (len(toks) - len(types))
+    return toks, types
 
 
 # Qwen3-Reranker's prompt, as llama.cpp's converter stores it (tokenizer.chat_template.rerank).
@@ -457,6 +491,78 @@ def build(family, wtype, out_path, vocab_path):
     os.replace(tmp, out_path)
 
 
+def build_bert(family, wtype, out_path):
+    """A BERT encoder as llama.cpp's converter writes one (see FAMILIES["bert"])."""
+    p = FAMILIES[family]
+    toks, types = bert_vocab()
+    e, nh, ff, n_ctx = p["n_embd"], p["n_head"], p["n_ff"], p["n_ctx_train"]
+    seed = sum(ord(c) * 131 ** i for i, c in enumerate(family)) & ((1 << 63) - 1)
+    rng = SplitMix64(seed)
+    tmp = f"{out_path}.tmp{os.getpid()}"
+    w = gguf.GGUFWriter(tmp, "bert")
+    w.add_name("tiny synthetic model")
+    w.add_context_length(n_ctx)
+    w.add_embedding_length(e)
+    w.add_block_count(p["n_layer"])
+    w.add_feed_forward_length(ff)
+    w.add_head_count(nh)
+    w.add_layer_norm_eps(1e-12)
+    w.add_causal_attention(False)
+    w.add_pooling_type(gguf.PoolingType(p["pooling"]))
+    w.add_token_type_count(2)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if wtype == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
+    w.add_tokenizer_model("bert")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(toks)
+    w.add_token_types(types)
+    w.add_bos_token_id(101)
+    w.add_sep_token_id(102)
+    w.add_unk_token_id(100)
+    w.add_pad_token_id(0)
+    w.add_mask_token_id(103)
+
+    def mat(name, rows, cols, amp):
+        x = (rng.uniform(rows * cols) * np.float32(amp)).reshape(rows, cols)
+        if wtype == "f16":
+            w.add_tensor(name, x.astype(np.float16))
+        else:
+            w.add_tensor(name, quantize_q8_0(x), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
+    def vec(name, n, center, amp):
+        w.add_tensor(name, (np.float32(center) + rng.uniform(n) * np.float32(amp)).astype(np.float32))
+
+    proj = lambda fan_in: float(np.sqrt(3.0 / fan_in))  # noqa: E731
+    mat("token_embd.weight", len(toks), e, 1.0)
+    # f32, as the converter keeps it: llama.cpp adds its row 0 to f32 activations directly.
+    w.add_tensor("token_types.weight", (rng.uniform(2 * e) * np.float32(0.5)).reshape(2, e))
+    mat("position_embd.weight", n_ctx, e, 0.5)
+    vec("token_embd_norm.weight", e, 1.0, 0.2)
+    vec("token_embd_norm.bias", e, 0.0, 0.2)
+    for i in range(p["n_layer"]):
+        b = f"blk.{i}."
+        for t in ["attn_q", "attn_k", "attn_v", "attn_output"]:
+            mat(b + t + ".weight", e, e, proj(e))
+            vec(b + t + ".bias", e, 0.0, 0.2)
+        vec(b + "attn_output_norm.weight", e, 1.0, 0.2)
+        vec(b + "attn_output_norm.bias", e, 0.0, 0.2)
+        mat(b + "ffn_up.weight", ff, e, proj(e))
+        vec(b + "ffn_up.bias", ff, 0.0, 0.2)
+        mat(b + "ffn_down.weight", e, ff, proj(ff))
+        vec(b + "ffn_down.bias", e, 0.0, 0.2)
+        vec(b + "layer_output_norm.weight", e, 1.0, 0.2)
+        vec(b + "layer_output_norm.bias", e, 0.0, 0.2)
+    if p["pooling"] == 4:
+        mat("cls.weight", e, e, proj(e))
+        vec("cls.bias", e, 0.0, 0.2)
+        mat("cls.output.weight", 1, e, 3.0 * proj(e))
+        vec("cls.output.bias", 1, 0.0, 0.5)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(tmp, out_path)
+
+
 def build_mmproj(family, wtype, out_path):
     """FAMILY's vision projector as llama.cpp's clip loads it (an mmproj GGUF, architecture
     `clip`), with the tensor names, types and metadata its converter writes for the type:
@@ -644,6 +750,9 @@ def main():
         if a.type != "f16":
             ap.error("--lora adapters are f16")
         build_lora(a.lora, a.family, a.out)
+        return
+    if FAMILIES[a.family]["arch"] == "bert":
+        build_bert(a.family, a.type, a.out)
         return
     if not os.path.exists(a.vocab_from):
         sys.exit(f"synth-model: vocabulary source {a.vocab_from} not found "

@@ -25,11 +25,13 @@ pub enum Arch {
     Qwen2Moe,
     Qwen3Moe,
     DeepSeek2,
+    /// A BERT encoder: embeddings and reranking only (`crate::model::EncoderWeights`).
+    Bert,
 }
 
 impl Arch {
     /// Every supported architecture.
-    pub const ALL: [Arch; 9] = [
+    pub const ALL: [Arch; 10] = [
         Arch::Llama,
         Arch::Qwen2,
         Arch::Qwen3,
@@ -39,6 +41,7 @@ impl Arch {
         Arch::Qwen2Moe,
         Arch::Qwen3Moe,
         Arch::DeepSeek2,
+        Arch::Bert,
     ];
 
     /// The supported names, comma-separated (for error messages).
@@ -58,7 +61,15 @@ impl Arch {
             Arch::Qwen2Moe => "qwen2moe",
             Arch::Qwen3Moe => "qwen3moe",
             Arch::DeepSeek2 => "deepseek2",
+            Arch::Bert => "bert",
         }
+    }
+
+    /// Whether the architecture is an encoder (bidirectional, no KV cache, no text generation):
+    /// its weights are [`crate::model::Weights::encoder`], and only embeddings and reranking
+    /// run it.
+    pub fn is_encoder(self) -> bool {
+        self == Arch::Bert
     }
 
     /// The architecture called `name` in GGUF metadata.
@@ -146,12 +157,17 @@ impl Arch {
                 mla: true,
                 ..base
             },
+            // Read only for its numbers: the encoder's pass (`crate::embedding`) is its own.
+            Arch::Bert => Family {
+                ffn_act: FfnActivation::Gelu,
+                ..base
+            },
         }
     }
 }
 
 /// Architectures llama.cpp runs that are known here but not built, and what they would need.
-const NOT_BUILT: [(&str, &str); 7] = [
+const NOT_BUILT: [(&str, &str); 6] = [
     (
         "llama4",
         "chunked attention and sigmoid expert gating applied before the experts",
@@ -161,20 +177,14 @@ const NOT_BUILT: [(&str, &str); 7] = [
     (BERT_ARCHS[1], BERT_ENCODER),
     (BERT_ARCHS[2], BERT_ENCODER),
     (BERT_ARCHS[3], BERT_ENCODER),
-    (BERT_ARCHS[4], BERT_ENCODER),
 ];
 
-/// Encoder architectures (embedding models and rerankers such as bge-reranker) this engine
-/// does not run.
-const BERT_ARCHS: [&str; 5] = [
-    "bert",
-    "modern-bert",
-    "nomic-bert",
-    "jina-bert-v2",
-    "neo-bert",
-];
-const BERT_ENCODER: &str = "a BERT-style encoder (bidirectional attention, learned positions, \
-     token types); encoder rerankers such as bge-reranker are not built, Qwen3 rerankers are";
+/// BERT variants (embedding models and rerankers) this engine does not run; plain `bert` it
+/// does.
+const BERT_ARCHS: [&str; 4] = ["modern-bert", "nomic-bert", "jina-bert-v2", "neo-bert"];
+const BERT_ENCODER: &str = "this BERT variant's encoder (rotary or ALiBi positions, gated or \
+     expert FFNs, its own norms); plain `bert` encoders (all-MiniLM, bge, e5, bge-reranker) \
+     are built";
 
 /// Activation of the gated feed-forward block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -342,9 +352,14 @@ impl Config {
             ));
         }
         let head_dim = opt_u32("attention.key_length").unwrap_or(n_embd / n_head);
-        let rms_eps = file
-            .get_f32(&key("attention.layer_norm_rms_epsilon"))
-            .unwrap_or(1e-5);
+        let rms_eps = if arch.is_encoder() {
+            // LayerNorm's epsilon, which llama.cpp requires of an encoder.
+            file.get_f32(&key("attention.layer_norm_epsilon"))
+                .ok_or_else(|| ModelError::MissingKey(key("attention.layer_norm_epsilon")))?
+        } else {
+            file.get_f32(&key("attention.layer_norm_rms_epsilon"))
+                .unwrap_or(1e-5)
+        };
         let n_vocab = match opt_u32("vocab_size") {
             Some(v) => v,
             None => file

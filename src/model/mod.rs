@@ -6,6 +6,7 @@
 mod batch;
 mod classifier;
 mod config;
+mod encoder;
 pub mod lora;
 mod mla;
 mod moe_config;
@@ -17,6 +18,7 @@ pub use config::{
     Arch, Config, Family, FfnActivation, Fused, NormPlacement, RopeConfig, RopeFactors,
     SlidingWindow, SwaRule,
 };
+pub use encoder::{EncoderLayer, EncoderWeights, LayerNorm, Linear};
 pub use lora::{LoraAdapter, LoraError, LoraMix};
 pub use mla::{MlaConfig, MlaQuery, MlaWeights};
 pub use moe_config::{MoeConfig, MoeRule, SharedExperts};

@@ -10,6 +10,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::classifier::Classifier;
+use super::encoder::EncoderWeights;
 use super::mla::{MlaConfig, MlaQuery, MlaWeights};
 use super::{Config, ModelError, MoeConfig, NormPlacement, RopeFactors};
 use crate::gguf::{GgufFile, TensorInfo};
@@ -167,6 +168,9 @@ pub struct Weights {
     pub rope_short: Option<Arc<[f32]>>,
     /// A reranker's classification head (`cls.output.weight`), when the file has one.
     pub classifier: Option<Classifier>,
+    /// An encoder's weights ([`super::Arch::is_encoder`]); `layers` is then empty and
+    /// `output` is the token embedding, never read.
+    pub encoder: Option<EncoderWeights>,
 }
 
 impl Weights {
@@ -179,6 +183,21 @@ impl Weights {
         let (e, kv, hd, ff) = (cfg.n_embd, cfg.kv_dim(), cfg.head_dim, cfg.n_ff);
         let q_dim = cfg.q_dim();
         let token_embd = l.tensor("token_embd.weight", &[e, cfg.n_vocab])?;
+        if cfg.arch.is_encoder() {
+            let encoder = super::encoder::load(&l, cfg)?;
+            l.all_used(cfg)?;
+            return Ok(Weights {
+                output: token_embd.clone(),
+                token_embd,
+                layers: Vec::new(),
+                output_norm: Vec::new(),
+                rope_freqs: None,
+                rope_long: None,
+                rope_short: None,
+                classifier: None,
+                encoder: Some(encoder),
+            });
+        }
         let output = match l.file.tensor("output.weight") {
             Some(_) => l.tensor("output.weight", &[e, cfg.n_vocab])?,
             None => token_embd.clone(),
@@ -280,15 +299,7 @@ impl Weights {
             ),
         };
         let classifier = super::classifier::load(&l, cfg)?;
-        // A tensor the forward pass does not read means the file asks for math this engine
-        // does not do (llama.cpp refuses such files too): say so rather than guess.
-        let used = l.used.borrow();
-        if let Some(extra) = file.tensors().iter().find(|t| !used.contains(&t.name)) {
-            return Err(ModelError::UnusedTensor(
-                extra.name.clone(),
-                cfg.arch.name().to_string(),
-            ));
-        }
+        l.all_used(cfg)?;
         Ok(Weights {
             token_embd,
             layers,
@@ -298,6 +309,7 @@ impl Weights {
             rope_long,
             rope_short,
             classifier,
+            encoder: None,
         })
     }
 }
@@ -309,6 +321,19 @@ pub(super) struct Lookup<'a> {
 }
 
 impl Lookup<'_> {
+    /// Refuses a file with a tensor the forward pass does not read: the file asks for math
+    /// this engine does not do (llama.cpp refuses such files too), so say so rather than guess.
+    fn all_used(&self, cfg: &Config) -> Result<(), ModelError> {
+        let used = self.used.borrow();
+        match self.file.tensors().iter().find(|t| !used.contains(&t.name)) {
+            Some(extra) => Err(ModelError::UnusedTensor(
+                extra.name.clone(),
+                cfg.arch.name().to_string(),
+            )),
+            None => Ok(()),
+        }
+    }
+
     pub(super) fn tensor(&self, name: &str, dims: &[usize]) -> Result<Tensor, ModelError> {
         let info = self
             .file
@@ -332,7 +357,7 @@ impl Lookup<'_> {
         Ok(Tensor { info: info.clone() })
     }
 
-    fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
+    pub(super) fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
         Ok(self.tensor(name, &[len])?.to_f32(self.file))
     }
 

@@ -185,9 +185,7 @@ fn prompt(loaded: &Loaded, query: &str, doc: &str) -> Vec<u32> {
     }
     let ids = tok.special_ids();
     let eos = ids.eos.or(ids.sep);
-    let add_sep = file
-        .get_bool("tokenizer.ggml.add_sep_token")
-        .unwrap_or(false);
+    let add_sep = tok.add_sep();
     let mut out = Vec::new();
     if tok.add_bos() {
         out.extend(ids.bos);

@@ -126,6 +126,27 @@ fn route(state: &State, req: &Request, rsp: &mut Responder) -> Result<(), ApiErr
                 state.metrics.started_unix.to_string(),
             ),
         ),
+        "/v1/chat/completions"
+        | "/chat/completions"
+        | "/v1/completions"
+        | "/v1/messages"
+        | "/v1/responses"
+        | "/responses"
+        | "/completion"
+        | "/completions"
+        | "/infill"
+            if post && state.loaded.model.config.arch.is_encoder() =>
+        {
+            Err(ApiError::new(
+                501,
+                "not_supported_error",
+                format!(
+                    "This server does not support completions: the model is a {} encoder \
+                     (embeddings and reranking only)",
+                    state.loaded.model.config.arch.name()
+                ),
+            ))
+        }
         "/v1/chat/completions" | "/chat/completions" if post => {
             openai::chat_completions(state, &req.body, rsp)
         }

@@ -12,7 +12,7 @@ mod clip;
 mod encode;
 mod head;
 pub mod image;
-mod layers;
+pub mod layers;
 mod layout;
 mod preprocess;
 pub mod resize;

@@ -85,6 +85,8 @@ pub enum SpecError {
     UnknownType(String),
     #[error("--spec-type draft needs a draft model: -md FNAME")]
     NoDraftModel,
+    #[error("-md: the draft model is a {0} encoder, which generates no text")]
+    EncoderDraft(&'static str),
     #[error("--n-layer-exit-draft {n}: the model has {layers} layers; give 1 to {}", layers - 1)]
     ExitLayer { n: usize, layers: usize },
     #[error("--spec-type moe-draft: the model ({0}) has no experts")]
@@ -310,6 +312,10 @@ pub fn build_shared<'a>(
             }
             SpecType::Draft => {
                 let draft = draft.ok_or(SpecError::NoDraftModel)?;
+                let arch = draft.model.config.arch;
+                if arch.is_encoder() {
+                    return Err(SpecError::EncoderDraft(arch.name()));
+                }
                 check_vocab(&draft.tokenizer, &target.tokenizer).map_err(SpecError::Vocab)?;
                 let session = Session::new(&draft.model, n_ctx, n_batch);
                 drafters.push(Box::new(ModelDrafter::new(

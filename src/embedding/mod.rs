@@ -7,6 +7,12 @@
 //! Owns pooling, the classification head and normalisation; the forward pass is [`PlacedModel::hidden_states`](crate::engine::PlacedModel::hidden_states). A sequence is
 //! run through a private KV cache in chunks of the batch size, so a text longer than one batch
 //! gives the same vectors a single pass would.
+//!
+//! An encoder (BERT: [`crate::model::Arch::is_encoder`]) runs its own pass instead
+//! (`encoder`): the whole sequence at once, with no cache; its rank pooling reads the first
+//! token through the `cls` head and tanh, then `cls.output`, unsoftmaxed, as llama.cpp does.
+
+mod encoder;
 
 use crate::backend::BackendError;
 use crate::engine::PlacedModel;
@@ -91,6 +97,9 @@ pub fn embed(
     n_batch: usize,
 ) -> Result<Vec<Vec<f32>>, BackendError> {
     assert!(!tokens.is_empty() && tokens.len() <= n_ctx);
+    if let Some(enc) = &model.weights.encoder {
+        return Ok(embed_encoder(model, enc, tokens, pooling));
+    }
     let e = model.config.n_embd;
     let last = tokens.len() - 1;
     let wanted = |i: usize| match pooling {
@@ -122,10 +131,41 @@ pub fn embed(
     })
 }
 
+/// [`embed`] for an encoder: one pass over the whole sequence (which fits its learned
+/// positions: the context is capped at `n_ctx_train` for an encoder); rank pooling reads the first token, as llama.cpp does for a
+/// non-causal model.
+fn embed_encoder(
+    model: &PlacedModel,
+    enc: &crate::model::EncoderWeights,
+    tokens: &[u32],
+    pooling: Pooling,
+) -> Vec<Vec<f32>> {
+    let e = model.config.n_embd;
+    let rows = encoder::hidden_states(model, enc, tokens);
+    match pooling {
+        Pooling::None => rows.chunks_exact(e).map(<[f32]>::to_vec).collect(),
+        Pooling::Mean => vec![mean_rows(&rows, e)],
+        Pooling::Cls => vec![rows[..e].to_vec()],
+        Pooling::Last => vec![rows[rows.len() - e..].to_vec()],
+        Pooling::Rank => vec![encoder::rank(model, enc, &rows[..e])],
+    }
+}
+
 /// Why `model` cannot rank, if it cannot: rank pooling needs a classification head.
 pub fn rank_ready(model: &PlacedModel) -> Result<(), String> {
-    if model.weights.classifier.is_some() {
+    if model.weights.classifier.is_some()
+        || model.weights.encoder.as_ref().is_some_and(|e| e.can_rank())
+    {
         return Ok(());
+    }
+    if model.config.arch.is_encoder() {
+        return Err(format!(
+            "--rerank (--pooling rank): the model has no classification head (cls.weight or \
+             {} of a reranker GGUF, such as a converted bge-reranker); this {} model is an \
+             embedding model, not a reranker",
+            crate::model::CLS_OUT,
+            model.config.arch.name()
+        ));
     }
     Err(format!(
         "--rerank (--pooling rank): the model has no classification head ({} of a reranker \
