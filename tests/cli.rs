@@ -579,3 +579,33 @@ fn chat_system_prompt_from_sys_or_p() {
     // --chat-template replaces the model's own template in the terminal chat too.
     assert_ne!(chat(&["--chat-template", "llama2"]), chat(&[]));
 }
+
+#[test]
+fn weights_read_into_memory_generate_as_mapped_ones() {
+    let Some(m) = model_path(SMOLLM) else { return };
+    let m = m.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut argv = vec![
+            "-m",
+            m,
+            "-p",
+            "The capital of France is",
+            "-n",
+            "16",
+            "--temp",
+            "0",
+        ];
+        argv.extend_from_slice(extra);
+        let out = llamafile(&argv);
+        assert!(
+            out.status.success(),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let mapped = run(&[]);
+    assert!(!mapped.is_empty());
+    assert_eq!(run(&["--no-mmap"]), mapped, "--no-mmap");
+    assert_eq!(run(&["-lm", "none"]), mapped, "-lm none");
+}

@@ -57,8 +57,9 @@ pub struct CompatArgs {
     #[arg(long = "mlock")]
     pub mlock: bool,
 
-    /// How weights are loaded: mlock and mmap+mlock lock them in RAM as --mlock does; auto,
-    /// none, mmap and dio map them in place (the only way here).
+    /// How weights are loaded: auto and mmap map the file in place; none, dio and mlock read
+    /// the weights into memory of the process's own, as --no-mmap does; mlock and mmap+mlock
+    /// lock them in RAM as --mlock does.
     #[arg(
         long = "load-mode",
         value_name = "MODE",
@@ -67,7 +68,9 @@ pub struct CompatArgs {
     )]
     pub load_mode: Option<String>,
 
-    /// Accepted; no effect here (weights are always mapped in place).
+    /// Read the weights into memory of the process's own (huge pages where the system has
+    /// them) instead of mapping the file: slower to start, and on file systems whose page cache
+    /// has no large pages, faster to generate.
     #[arg(long = "no-mmap")]
     pub no_mmap: bool,
 
@@ -168,6 +171,12 @@ impl CompatArgs {
     /// Whether the weights are to be locked in RAM (`--mlock`, `-lm mlock`).
     pub fn lock_weights(&self) -> bool {
         self.mlock || matches!(self.load_mode.as_deref(), Some("mlock" | "mmap+mlock"))
+    }
+
+    /// Whether the weights are read into memory instead of mapped (`--no-mmap`, `-lm none`,
+    /// `-lm dio`, `-lm mlock`: llama.cpp's modes without mmap).
+    pub fn weights_in_memory(&self) -> bool {
+        self.no_mmap || matches!(self.load_mode.as_deref(), Some("none" | "dio" | "mlock"))
     }
 
     /// The KV cache's storage types (`-ctk`, `-ctv`; f16 when absent).

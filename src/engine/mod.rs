@@ -11,6 +11,6 @@ pub mod session;
 pub mod speculative;
 
 pub use decode::{Budget, StopReason};
-pub use loaded::{load_model, Loaded};
+pub use loaded::{load_model, load_model_from, Loaded};
 pub use placed::PlacedModel;
 pub use session::Session;

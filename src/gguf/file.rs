@@ -63,6 +63,25 @@ impl GgufFile {
         Ok(file)
     }
 
+    /// Reads the GGUF stored at `offset..offset + len` of the file at `path` into memory of its
+    /// own instead of mapping the file (`--no-mmap`; see [`SharedBytes::read_file_range`]).
+    pub fn read_range(
+        path: impl AsRef<Path>,
+        offset: u64,
+        len: u64,
+    ) -> Result<GgufFile, GgufError> {
+        let path = path.as_ref();
+        let file = GgufFile::from_shared(SharedBytes::read_file_range(path, offset, len)?)?;
+        if !offset.is_multiple_of(file.alignment) {
+            return Err(GgufError::MisalignedStart {
+                path: path.to_owned(),
+                offset,
+                alignment: file.alignment,
+            });
+        }
+        Ok(file)
+    }
+
     /// Parses a GGUF held in memory.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<GgufFile, GgufError> {
         GgufFile::from_shared(SharedBytes::from_vec(bytes))
