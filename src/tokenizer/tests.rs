@@ -169,3 +169,43 @@ fn bad_specs_are_rejected() {
         Err(TokenizerError::MissingSpecialToken { .. })
     ));
 }
+
+#[test]
+fn wordpiece_cuts_words_greedily_with_cls_and_sep() {
+    let tokens = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "▁hello",
+        "▁play",
+        "ing",
+        "▁,",
+        "▁cafe",
+        "▁playing",
+        "▁pl",
+    ];
+    let spec = VocabSpec {
+        model: "bert".into(),
+        tokens: tokens.iter().map(|s| s.to_string()).collect(),
+        token_types: Some(vec![3, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1]),
+        ids: SpecialIds {
+            bos: Some(2),
+            unk: Some(1),
+            sep: Some(3),
+            pad: Some(0),
+            ..SpecialIds::default()
+        },
+        ..VocabSpec::default()
+    };
+    let tok = Tokenizer::new(spec).unwrap();
+    assert!(tok.add_bos() && tok.add_sep() && !tok.add_eos());
+    // lowercased, accent stripped, punctuation split off, the longest piece first
+    // ("▁playing" over "▁play" + "ing"), "plays" cut into no whole pieces is one [UNK]
+    assert_eq!(
+        tok.encode("Hello, PLAYING café plays", true, false),
+        [2, 4, 7, 9, 8, 1, 3]
+    );
+    assert_eq!(tok.encode("hello [SEP] hello", false, true), [4, 3, 4]);
+    assert_eq!(tok.encode("", true, false), [2, 3]);
+}
