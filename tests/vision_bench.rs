@@ -7,6 +7,8 @@
 //! `llama-mtmd-cli -t 2`'s "mtmd batch encoding done in N ms" for the same projector and
 //! picture (the best over its encodes and runs; whole milliseconds, as it prints them), from
 //! `$LLAMA_CPP_BIN` (default ~/.cache/llama-cpp-ref/bin). docs/benchmarks.md has the table.
+//! `VISION_BENCH_ONLY=gemma3-base` (a comma-separated list) runs only those projectors;
+//! `VISION_BENCH_OURS=1` skips llama.cpp (for profiling).
 
 mod common;
 
@@ -90,7 +92,15 @@ fn encode_time_against_llama_cpp() {
     let vocab = common::model_path("SmolLM2-135M-Instruct.Q4_1");
     println!("| projector | weights | width × blocks, patches | ours ms | llama.cpp ms | ratio |");
     println!("|---|---|---|---:|---:|---:|");
+    let only = std::env::var("VISION_BENCH_ONLY").ok();
+    let ours_only = std::env::var_os("VISION_BENCH_OURS").is_some();
     for family in ["llava", "gemma3", "smolvlm", "gemma3-base"] {
+        if only
+            .as_ref()
+            .is_some_and(|o| !o.split(',').any(|f| f == family))
+        {
+            continue;
+        }
         let text = dir.join(format!("text-{family}.gguf"));
         let mut args = vec![family, "f16"];
         let v;
@@ -124,7 +134,11 @@ fn encode_time_against_llama_cpp() {
                 std::hint::black_box(proj.encode(input));
                 best = best.min(t.elapsed().as_secs_f64() * 1e3);
             }
-            let theirs = llama_cpp_ms(&text, &mmproj, &png, 3);
+            let theirs = if ours_only {
+                None
+            } else {
+                llama_cpp_ms(&text, &mmproj, &png, 3)
+            };
             let n_patches = hp.patches_per_side() * hp.patches_per_side();
             let (theirs_s, ratio) = match theirs {
                 Some(ms) => (format!("{ms}"), format!("{:.2}", ms as f64 / best)),
@@ -139,4 +153,69 @@ fn encode_time_against_llama_cpp() {
         }
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The tower's matrix products alone (`VISION_BENCH_OURS`-style profiling aid): 196 tokens
+/// through gemma3-base's shapes (768 → 768, 768 → 3072, 3072 → 768), f16 and Q8_0 weights, on
+/// 2 threads (`VISION_BENCH_THREADS`); prints GFLOP/s, the best of many runs.
+#[test]
+#[ignore = "benchmark: run with --ignored --nocapture"]
+fn tower_matmul_speed() {
+    use llamafile::ops::{matmul, QMat};
+    use llamafile::quant::{quantize_row, GgmlType};
+    let threads = std::env::var("VISION_BENCH_THREADS").map_or(2, |v| v.parse().unwrap());
+    llamafile::pool::init(threads);
+    let n = 196;
+    for ty in [GgmlType::F16, GgmlType::Q8_0] {
+        for (rows, cols) in [(768usize, 768usize), (3072, 768), (768, 3072)] {
+            let wf: Vec<f32> = (0..rows * cols)
+                .map(|i| ((i * 7919 % 1013) as f32 / 1013.0 - 0.5) * 0.1)
+                .collect();
+            let row_bytes = ty.bytes_for(cols as u64).unwrap() as usize;
+            let mut data = vec![0u8; rows * row_bytes];
+            for (src, dst) in wf.chunks_exact(cols).zip(data.chunks_exact_mut(row_bytes)) {
+                quantize_row(ty, src, dst);
+            }
+            let w = QMat {
+                ty,
+                rows,
+                cols,
+                data: &data,
+            };
+            let x: Vec<f32> = (0..n * cols)
+                .map(|i| (i * 31 % 97) as f32 / 97.0 - 0.5)
+                .collect();
+            let mut out = vec![0f32; n * rows];
+            matmul(&w, &x, n, &mut out);
+            let mut best = f64::MAX;
+            for _ in 0..50 {
+                let t = Instant::now();
+                let c = thread_cpu_s();
+                matmul(&w, &x, n, &mut out);
+                // One thread: the CPU time it took (a shared machine's waits not counted).
+                let s = if threads == 1 {
+                    thread_cpu_s() - c
+                } else {
+                    t.elapsed().as_secs_f64()
+                };
+                best = best.min(s);
+            }
+            let gflops = 2.0 * (rows * cols * n) as f64 / best / 1e9;
+            println!(
+                "{ty:?} {rows}x{cols} x {n}: {:.2} ms, {gflops:.1} GFLOP/s",
+                best * 1e3
+            );
+        }
+    }
+}
+
+/// The calling thread's CPU time in seconds.
+fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for the call to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }

@@ -337,8 +337,14 @@ pub(super) unsafe fn gemm_avx512<H: Half>(
     unsafe { gemm_shape::<H, 3, 4>(Width::Zmm, w, rows, acts, pairs, out, t_stride, r_stride) }
 }
 
-/// The tile loop: `R` rows at a time (the rest one by one), tokens `T` at a time (the rest in
-/// one narrower tile).
+/// Weight bytes of one row block: the rows a group of tokens meets one after another, kept in
+/// L2 while every token group of the call passes them (each token group's activations stay in
+/// L1 meanwhile), so that activations are not streamed from L2 once per weight row.
+const ROW_BLOCK_BYTES: usize = 192 * 1024;
+
+/// The tile loop: weight rows in blocks of about [`ROW_BLOCK_BYTES`]; in each block tokens `T`
+/// at a time (the rest in one narrower tile), and for each token group the block's rows `R` at
+/// a time (the rest one by one). The order of the tiles changes no product's float order.
 ///
 /// # Safety
 /// The CPU features of `width`'s kernels.
@@ -360,39 +366,53 @@ unsafe fn gemm_shape<H: Half, const R: usize, const T: usize>(
     assert!(w.len() >= rows * 2 * n && acts.half.len() >= t_end * n);
     let row = |r: usize| w[2 * n * r..].as_ptr();
     let tok = |t: usize| acts.half[n * t..].as_ptr();
-    let mut r0 = 0;
-    while r0 < rows {
-        let nr = if rows - r0 >= R { R } else { 1 };
+    let block = (ROW_BLOCK_BYTES / (2 * n).max(1))
+        .next_multiple_of(R)
+        .max(R);
+    let mut b0 = 0;
+    while b0 < rows {
+        let b1 = (b0 + block).min(rows);
         let mut t0 = t_begin;
         while t0 < t_end {
             let nt = (t_end - t0).min(T);
-            let mut put = |r: usize, t: usize, v: f32| {
-                out[(t0 + t - t_begin) * t_stride + (r0 + r) * r_stride] = v;
-            };
-            // SAFETY: rows `r0..r0 + nr` and tokens `t0..t0 + nt` exist (asserted above); the
-            // caller guarantees the CPU features.
-            unsafe {
-                if nr == R {
-                    let w_rows = std::array::from_fn(|r| row(r0 + r));
-                    match nt {
-                        1 => tile_put::<H, R, 1>(width, w_rows, t0, &tok, n, &mut put),
-                        2 => tile_put::<H, R, 2>(width, w_rows, t0, &tok, n, &mut put),
-                        3 => tile_put::<H, R, 3>(width, w_rows, t0, &tok, n, &mut put),
-                        4 if T > 4 => tile_put::<H, R, 4>(width, w_rows, t0, &tok, n, &mut put),
-                        5 if T > 5 => tile_put::<H, R, 5>(width, w_rows, t0, &tok, n, &mut put),
-                        _ => tile_put::<H, R, T>(width, w_rows, t0, &tok, n, &mut put),
-                    }
-                } else {
-                    for t in 0..nt {
-                        tile_put::<H, 1, 1>(width, [row(r0)], t0 + t, &tok, n, &mut |_, _, v| {
-                            put(0, t, v)
-                        });
+            let mut r0 = b0;
+            while r0 < b1 {
+                let nr = if b1 - r0 >= R { R } else { 1 };
+                let mut put = |r: usize, t: usize, v: f32| {
+                    out[(t0 + t - t_begin) * t_stride + (r0 + r) * r_stride] = v;
+                };
+                // SAFETY: rows `r0..r0 + nr` and tokens `t0..t0 + nt` exist (asserted above);
+                // the caller guarantees the CPU features.
+                unsafe {
+                    if nr == R {
+                        let w_rows = std::array::from_fn(|r| row(r0 + r));
+                        let p = &mut put;
+                        match nt {
+                            1 => tile_put::<H, R, 1>(width, w_rows, t0, &tok, n, p),
+                            2 => tile_put::<H, R, 2>(width, w_rows, t0, &tok, n, p),
+                            3 => tile_put::<H, R, 3>(width, w_rows, t0, &tok, n, p),
+                            4 if T > 4 => tile_put::<H, R, 4>(width, w_rows, t0, &tok, n, p),
+                            5 if T > 5 => tile_put::<H, R, 5>(width, w_rows, t0, &tok, n, p),
+                            _ => tile_put::<H, R, T>(width, w_rows, t0, &tok, n, p),
+                        }
+                    } else {
+                        for t in 0..nt {
+                            tile_put::<H, 1, 1>(
+                                width,
+                                [row(r0)],
+                                t0 + t,
+                                &tok,
+                                n,
+                                &mut |_, _, v| put(0, t, v),
+                            );
+                        }
                     }
                 }
+                r0 += nr;
             }
             t0 += nt;
         }
-        r0 += nr;
+        b0 = b1;
     }
 }
 
