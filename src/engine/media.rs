@@ -665,7 +665,7 @@ mod tests {
                 Chunk::Image(img.clone()),
                 Chunk::Text(vec![3]),
             ],
-            spans: vec![2..6],
+            spans: std::iter::once(2..6).collect(),
         };
         assert_eq!(p.len(), 7);
         assert_eq!(p.n_image_tokens(), 4);
