@@ -52,15 +52,20 @@ impl GgufFile {
                 len,
                 size: whole.len() as u64,
             })?;
-        let file = GgufFile::from_shared(bytes)?;
-        if !offset.is_multiple_of(file.alignment) {
+        GgufFile::from_shared(bytes)?.starting_at(path, offset)
+    }
+
+    /// This GGUF, found at `offset` of the file at `path`, if that start keeps its tensors
+    /// aligned (alignment counts from the GGUF's start).
+    fn starting_at(self, path: &Path, offset: u64) -> Result<GgufFile, GgufError> {
+        if !offset.is_multiple_of(self.alignment) {
             return Err(GgufError::MisalignedStart {
                 path: path.to_owned(),
                 offset,
-                alignment: file.alignment,
+                alignment: self.alignment,
             });
         }
-        Ok(file)
+        Ok(self)
     }
 
     /// Reads the GGUF stored at `offset..offset + len` of the file at `path` into memory of its
@@ -71,15 +76,8 @@ impl GgufFile {
         len: u64,
     ) -> Result<GgufFile, GgufError> {
         let path = path.as_ref();
-        let file = GgufFile::from_shared(SharedBytes::read_file_range(path, offset, len)?)?;
-        if !offset.is_multiple_of(file.alignment) {
-            return Err(GgufError::MisalignedStart {
-                path: path.to_owned(),
-                offset,
-                alignment: file.alignment,
-            });
-        }
-        Ok(file)
+        GgufFile::from_shared(SharedBytes::read_file_range(path, offset, len)?)?
+            .starting_at(path, offset)
     }
 
     /// Parses a GGUF held in memory.
