@@ -10,6 +10,24 @@ import urllib.error
 import urllib.request
 
 
+# Documents every reranker reference ranks (tools/make-rerank-refs.py, tools/make-bert-refs.py),
+# and the two requests both send: a plain ranking and one with `top_n`.
+RERANK_DOCUMENTS = [
+    "A machine is a physical system that uses power to apply forces and control movement.",
+    "Learning is the process of acquiring new understanding, knowledge and skills.",
+    "Machine learning is a field of study in artificial intelligence concerned with "
+    "statistical algorithms that learn from data.",
+    "Paris, capitale de la France, est une grande ville européenne.",
+    "hi",
+    "The giant panda is a bear species endemic to China.",
+]
+RERANK_REQUESTS = [
+    {"path": "/v1/rerank", "body": {"query": "Machine learning is", "documents": RERANK_DOCUMENTS}},
+    {"path": "/rerank", "body": {"query": "What is a panda?", "documents": RERANK_DOCUMENTS,
+                                 "top_n": 3}},
+]
+
+
 def post(port, path, body):
     """POSTs `body` as JSON to `path` on the server at loopback `port`; the parsed answer."""
     req = urllib.request.Request(

@@ -36,20 +36,9 @@ TEXTS = [
     "hi",
 ]
 
-DOCUMENTS = [
-    "A machine is a physical system that uses power to apply forces and control movement.",
-    "Learning is the process of acquiring new understanding, knowledge and skills.",
-    "Machine learning is a field of study in artificial intelligence concerned with "
-    "statistical algorithms that learn from data.",
-    "Paris, capitale de la France, est une grande ville européenne.",
-    "hi",
-    "The giant panda is a bear species endemic to China.",
-]
+DOCUMENTS = llama_server_ref.RERANK_DOCUMENTS
 
-RERANK_REQUESTS = [
-    {"path": "/v1/rerank", "body": {"query": "Machine learning is", "documents": DOCUMENTS}},
-    {"path": "/rerank", "body": {"query": "What is a panda?", "documents": DOCUMENTS, "top_n": 3}},
-]
+RERANK_REQUESTS = llama_server_ref.RERANK_REQUESTS
 
 
 def synth(family):

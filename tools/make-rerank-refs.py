@@ -25,20 +25,11 @@ SYNTH = os.environ.get("LLAMAFILE_SYNTH", os.path.expanduser("~/.cache/llamafile
 OUT = os.path.join(ROOT, "tests/data/server/rerank-qwen3.json")
 PORT = 18978
 
-DOCUMENTS = [
-    "A machine is a physical system that uses power to apply forces and control movement.",
-    "Learning is the process of acquiring new understanding, knowledge and skills.",
-    "Machine learning is a field of study in artificial intelligence concerned with "
-    "statistical algorithms that learn from data.",
-    "Paris, capitale de la France, est une grande ville européenne.",
-    "hi",
-    "The giant panda is a bear species endemic to China.",
-]
+DOCUMENTS = llama_server_ref.RERANK_DOCUMENTS
 
 # Each request is sent to every model; the test replays them.
 REQUESTS = [
-    {"path": "/v1/rerank", "body": {"query": "Machine learning is", "documents": DOCUMENTS}},
-    {"path": "/rerank", "body": {"query": "What is a panda?", "documents": DOCUMENTS, "top_n": 3}},
+    *llama_server_ref.RERANK_REQUESTS,
     {"path": "/rerank", "body": {"query": "Machine learning is", "texts": DOCUMENTS[:3],
                                  "return_text": True}},
 ]
