@@ -36,8 +36,6 @@ TEXTS = [
     "hi",
 ]
 
-DOCUMENTS = llama_server_ref.RERANK_DOCUMENTS
-
 RERANK_REQUESTS = llama_server_ref.RERANK_REQUESTS
 
 
