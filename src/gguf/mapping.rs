@@ -228,7 +228,9 @@ mod tests {
         assert_eq!(got.as_slice(), &data[4096..4096 + (2 << 20)]);
         let past = SharedBytes::read_file_range(&path, 1 << 20, 3 << 20);
         std::fs::remove_file(&path).unwrap();
-        let e = past.expect_err("a range past the end is refused").to_string();
+        let e = past
+            .expect_err("a range past the end is refused")
+            .to_string();
         assert!(e.contains(&format!("{}", 3 << 20)), "{e}");
     }
 }
