@@ -2,12 +2,15 @@
 """Records the shapes of llama-server's answers (which fields each carries) for the server
 tests that check a client finds every field it reads: /props, /slots, /completion's
 `generation_settings`, `__verbose` on the OpenAI endpoints, `tokens_cached`, and what an empty
-`messages` list renders to. Writes tests/data/server/shapes-smollm2.json.
+`messages` list renders to. Writes tests/data/server/shapes-smollm2.json, and
+tests/data/server/chat-template-caps.json: /props `chat_template_caps` for each model in CAPS_MODELS
+and for each template of llama.cpp's models/templates/ (SmolLM2 with --chat-template-file).
 
 Usage: tools/make-server-shape-refs.py [LLAMA_CPP_BIN_DIR] (default ~/.cache/llama-cpp-ref/bin,
 llama.cpp 0c1e570). The model comes from packaging/fetch-models.sh.
 """
 
+import glob
 import json
 import os
 import sys
@@ -19,6 +22,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = sys.argv[1] if len(sys.argv) > 1 else os.path.expanduser("~/.cache/llama-cpp-ref/bin")
 MODELS = os.environ.get("LLAMAFILE_MODELS", os.path.expanduser("~/.cache/llamafile-rs/models"))
 OUT = os.path.join(ROOT, "tests/data/server/shapes-smollm2.json")
+CAPS_OUT = os.path.join(ROOT, "tests/data/server/chat-template-caps.json")
+CAPS_MODELS = ["SmolLM2-135M-Instruct.Q4_1.gguf", "qwen2.5-coder-0.5b-instruct.gguf",
+               "gemma-3-270m-q4_k_m.gguf"]
+TEMPLATES = os.path.join(os.path.dirname(BIN), "src/llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates")
 PORT = 18979
 
 
@@ -26,6 +33,28 @@ def get(path):
     import urllib.request
     with urllib.request.urlopen(f"http://127.0.0.1:{PORT}{path}", timeout=60) as r:
         return json.load(r)
+
+
+def caps_of(model, args):
+    p = llama_server_ref.serve(BIN, model, PORT, ["-c", "512", "-np", "1", *args])
+    try:
+        return get("/props")["chat_template_caps"]
+    finally:
+        p.kill()
+        p.wait()
+
+
+def record_caps():
+    """llama-server works the capabilities out from the template (llama.cpp's jinja/caps.cpp)."""
+    models = {name: caps_of(os.path.join(MODELS, name), []) for name in CAPS_MODELS}
+    templates = {}
+    for path in sorted(glob.glob(os.path.join(TEMPLATES, "*.jinja"))):
+        smol = os.path.join(MODELS, CAPS_MODELS[0])
+        templates[os.path.basename(path)] = caps_of(smol, ["--chat-template-file", path])
+    with open(CAPS_OUT, "w") as f:
+        json.dump({"models": models, "templates": templates}, f, indent=1, sort_keys=True)
+        f.write("\n")
+    print("wrote", CAPS_OUT)
 
 
 def main():
@@ -67,3 +96,4 @@ def main():
 
 if __name__ == "__main__":
     main()
+    record_caps()

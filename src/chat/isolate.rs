@@ -63,6 +63,9 @@ pub(super) fn worker_exe() -> Option<&'static Path> {
 pub(super) struct Job<'a> {
     pub spec: Cow<'a, TemplateSpec>,
     pub render: Option<RenderArgs<'a>>,
+    /// Probe what the template can take instead, answered as JSON ([`ChatTemplate::caps`]).
+    #[serde(default)]
+    pub caps: bool,
 }
 
 /// The arguments of [`ChatTemplate::render_with`].
@@ -119,6 +122,9 @@ pub fn serve_if_worker() -> Option<std::process::ExitCode> {
 
 fn do_job(job: Job) -> Result<Option<String>, ChatError> {
     let t = ChatTemplate::compile(job.spec.into_owned())?;
+    if job.caps {
+        return Ok(serde_json::to_string(&t.caps()).ok());
+    }
     match job.render {
         Some(r) => t.render_with(&r.messages, &r.options).map(Some),
         None => Ok(None),

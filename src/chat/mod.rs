@@ -13,6 +13,7 @@
 //! ```
 
 mod builtin;
+mod caps;
 mod gemma4;
 pub mod isolate;
 pub mod media;
@@ -25,6 +26,7 @@ pub mod tool_call;
 
 pub use builtin::{builtin, names as builtin_names};
 
+pub use caps::TemplateCaps;
 pub use message::{FunctionCall, Message, ToolCall};
 pub use template::{ChatError, ChatTemplate, RenderOptions, CHATML, RENDER_FUEL};
 pub use terminal::{run_chat, ChatOptions};

@@ -2,6 +2,7 @@
 //! string and dict methods (`.strip()`, `.items()`, ...) that Hugging Face templates call, and the
 //! `raise_exception` / `strftime_now` helpers that `transformers` provides.
 
+use super::caps::TemplateCaps;
 use super::isolate::{self, Job, RenderArgs};
 use super::message::Message;
 use super::pyjson;
@@ -67,6 +68,8 @@ pub struct ChatTemplate {
     spec: TemplateSpec,
     /// Whether the template thinks when `enable_thinking` is true ([`ChatTemplate::thinks`]).
     thinks: std::sync::OnceLock<bool>,
+    /// What the template can take ([`ChatTemplate::caps`]).
+    caps: std::sync::OnceLock<TemplateCaps>,
 }
 
 /// Where a template runs.
@@ -129,12 +132,14 @@ impl ChatTemplate {
         let job = Job {
             spec: Cow::Borrowed(&spec),
             render: None,
+            caps: false,
         };
         isolate::run(exe, &job, deadline)?;
         Ok(ChatTemplate {
             engine: Engine::Isolated { exe, deadline },
             spec,
             thinks: std::sync::OnceLock::new(),
+            caps: std::sync::OnceLock::new(),
         })
     }
 
@@ -173,6 +178,7 @@ impl ChatTemplate {
             engine: Engine::InProcess(Box::new(env)),
             spec,
             thinks: std::sync::OnceLock::new(),
+            caps: std::sync::OnceLock::new(),
         })
     }
 
@@ -291,6 +297,27 @@ impl ChatTemplate {
         })
     }
 
+    /// What the template can take, as llama.cpp's capability probe decides (see `caps`); probed
+    /// once, in a worker where templates run in one. A worker that fails leaves llama.cpp's
+    /// assumptions before probing.
+    pub fn caps(&self) -> TemplateCaps {
+        *self.caps.get_or_init(|| match &self.engine {
+            Engine::InProcess(env) => super::caps::detect(env),
+            Engine::Isolated { exe, deadline } => {
+                let job = Job {
+                    spec: Cow::Borrowed(&self.spec),
+                    render: None,
+                    caps: true,
+                };
+                isolate::run(exe, &job, *deadline)
+                    .ok()
+                    .flatten()
+                    .and_then(|text| serde_json::from_str(&text).ok())
+                    .unwrap_or_default()
+            }
+        })
+    }
+
     fn render_given(
         &self,
         messages: &[Message],
@@ -305,6 +332,7 @@ impl ChatTemplate {
                         messages: Cow::Borrowed(messages),
                         options: Cow::Borrowed(options),
                     }),
+                    caps: false,
                 };
                 let text = isolate::run(exe, &job, *deadline)?;
                 return text.ok_or_else(|| ChatError::Worker("it rendered nothing".into()));

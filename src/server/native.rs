@@ -544,7 +544,7 @@ pub fn props(state: &State) -> Response {
             "ui": state.config.webui,
             "ui_settings": {},
             "chat_template": state.template.source(),
-            "chat_template_caps": {},
+            "chat_template_caps": state.template.caps().to_json(),
             "bos_token": text(tok.bos()),
             "eos_token": text(tok.eos()),
             "build_info": concat!("llamafile-rs ", env!("CARGO_PKG_VERSION")),
