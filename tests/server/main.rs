@@ -31,6 +31,7 @@ mod sampling;
 mod scale;
 mod slot_files;
 mod stream_extras;
+mod template_caps;
 mod tools;
 
 use common::http::{send, Reply};
