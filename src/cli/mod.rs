@@ -204,7 +204,11 @@ pub struct Cli {
     pub dry_allowed_length: usize,
 
     /// DRY: tokens looked back over (0: off, -1: the whole context).
-    #[arg(long = "dry-penalty-last-n", default_value_t = -1, allow_negative_numbers = true)]
+    #[arg(
+        long = "dry-penalty-last-n",
+        default_value_t = 64,
+        allow_negative_numbers = true
+    )]
     pub dry_penalty_last_n: i32,
 
     /// DRY sequence breaker (repeatable; replaces the defaults \n : \" *; "none": no breakers).

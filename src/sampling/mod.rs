@@ -222,7 +222,7 @@ impl Default for SamplingParams {
             dry_multiplier: 0.0,
             dry_base: 1.75,
             dry_allowed_length: 2,
-            dry_penalty_last_n: -1,
+            dry_penalty_last_n: 64,
             dry_sequence_breakers: ["\n", ":", "\"", "*"].map(String::from).to_vec(),
             mirostat: 0,
             mirostat_tau: 5.0,
