@@ -28,6 +28,15 @@ RERANK_REQUESTS = [
 ]
 
 
+def write_json(path, obj):
+    """Writes a reference file (one-space indent, UTF-8 kept, a final newline) and says so."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    print(f"wrote {path}")
+
+
 def post(port, path, body):
     """POSTs `body` as JSON to `path` on the server at loopback `port`; the parsed answer."""
     req = urllib.request.Request(

@@ -92,11 +92,7 @@ def main():
                           lambda post: [post(r["path"], r["body"]) for r in RERANK_REQUESTS])
     out["models"].append({"family": "bert-rerank", "model_sha256": sha,
                           "requests": RERANK_REQUESTS, "answers": answers})
-    os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    with open(OUT, "w") as f:
-        json.dump(out, f, indent=1, ensure_ascii=False)
-        f.write("\n")
-    print(f"wrote {OUT}")
+    llama_server_ref.write_json(OUT, out)
 
 
 if __name__ == "__main__":

@@ -69,11 +69,7 @@ def main():
             p.wait()
         out["models"].append({"family": family, "type": "f16", "model_sha256": sha,
                               "answers": answers})
-    os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    with open(OUT, "w") as f:
-        json.dump(out, f, indent=1, ensure_ascii=False)
-        f.write("\n")
-    print(f"wrote {OUT}")
+    llama_server_ref.write_json(OUT, out)
 
 
 if __name__ == "__main__":
