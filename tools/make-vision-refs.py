@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Regenerates llama.cpp's image embeddings of the synthetic SigLIP projectors for
-tests/vision_siglip.rs, and llama-mtmd-cli's greedy text after images on the synthetic Gemma 3
-and SmolVLM pairs for tests/vision_llama_cpp.rs (tests/data/vision/README.md describes the
-files).
+tests/vision_siglip.rs and of the Pixtral ones for tests/vision_pixtral.rs, and llama-mtmd-cli's
+greedy text after images on the synthetic Gemma 3, SmolVLM and Pixtral pairs for
+tests/vision_llama_cpp.rs (tests/data/vision/README.md describes the files).
 
     tools/make-vision-refs.py [--bin DIR] [--out DIR] [--vocab-from SMOLLM2.gguf]
 
-For each projector (`tools/synth-model.py --mmproj gemma3|smolvlm f16|q8_0`) and test picture
-(the tests' `picture(W, H)`, as a PNG), runs `llama-mtmd-cli` (from --bin, default
+For each projector (`tools/synth-model.py --mmproj gemma3|smolvlm|pixtral|mistral3 f16|q8_0`)
+and test picture (the tests' `picture(W, H)`, as a PNG), runs `llama-mtmd-cli` (from --bin, default
 ~/.cache/llama-cpp-ref/bin) with the family's synthetic text model, 2 threads, flash attention
 off, and its `MTMD_DEBUG_EMBEDDINGS` hook pointed at a pipe: the hook writes
 `[int32 n_tokens][int32 n_embd][f32 rows]` each time the projector encodes an input, so an
@@ -38,6 +38,8 @@ SYNTH = os.path.join(ROOT, "tools", "synth-model.py")
 CASES = {
     "gemma3": [(130, 50), (224, 224)],
     "smolvlm": [(130, 50), (90, 170)],
+    "pixtral": [(130, 50), (90, 170)],
+    "mistral3": [(130, 50), (90, 170)],
 }
 
 
@@ -61,6 +63,10 @@ GREEDY = [
     ("smolvlm", "chatml", "Describe.", [(130, 50)]),
     ("smolvlm", "chatml", "Describe.", [(90, 170)]),
     ("smolvlm", "chatml", "Look: <__media__> What is it?", [(84, 84)]),
+    ("pixtral", "mistral-v7", "Describe.", [(130, 50)]),
+    ("pixtral", "mistral-v7", "Look: <__media__> What is it?", [(90, 170)]),
+    ("mistral3", "mistral-v7", "Describe.", [(90, 170)]),
+    ("mistral3", "mistral-v7", "Compare them.", [(130, 50), (90, 170)]),
 ]
 
 

@@ -11,7 +11,7 @@ the SHA-256 recorded with the reference logits).
 
     tools/synth-model.py FAMILY TYPE OUT.gguf [--vocab-from SMOLLM2.gguf]
     tools/synth-model.py --mmproj FAMILY TYPE OUT.gguf   (a vision projector: llava, gemma3,
-                                                          smolvlm)
+                                                          smolvlm, pixtral, mistral3)
     tools/synth-model.py --lora NAME FAMILY f16 OUT.gguf   (a LoRA adapter for FAMILY's model:
                                                           see LORAS)
     tools/synth-model.py --list
@@ -146,6 +146,22 @@ FAMILIES = {
                     mmproj=dict(type="idefics3", image_size=128, patch_size=16, n_embd=128,
                                 n_head=4, n_ff=320, n_layer=3, eps=1e-5, scale_factor=2,
                                 preproc_image_size=256)),
+    # Pixtral-12B's text side (Mistral: a llama, with Pixtral's image tokens added to the
+    # vocabulary) for the synthetic `pixtral` projector: images at their own size in 16-pixel
+    # patches (8 to 1024 tokens), RMS norms, 2-D RoPE, SiLU-gated FFN, biases on mm.1/mm.2, the
+    # [IMG_BREAK] row embedding.
+    "pixtral": dict(arch="llama", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
+                    n_layer=2, rope_base=1000000.0, output=True,
+                    extra_tokens=["[IMG]", "[IMG_BREAK]", "[IMG_END]"],
+                    mmproj=dict(type="pixtral", image_size=1024, patch_size=16, n_embd=128,
+                                n_head=4, n_ff=320, n_layer=3, eps=1e-5)),
+    # Mistral Small 3.1's: the same with the 2x2 patch merger (mm.input_norm,
+    # mm.patch_merger) and no projector biases.
+    "mistral3": dict(arch="llama", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
+                     n_layer=2, rope_base=1000000.0, output=True,
+                     extra_tokens=["[IMG]", "[IMG_BREAK]", "[IMG_END]"],
+                     mmproj=dict(type="pixtral", image_size=1024, patch_size=16, n_embd=128,
+                                 n_head=4, n_ff=320, n_layer=3, eps=1e-5, merge=2)),
     # BERT encoders (bge-small/MiniLM style: learned positions, token types, post-norms, GELU),
     # with their own small WordPiece vocabulary (BERT_WORDS; --vocab-from is not read): `bert`
     # an embedding model (mean pooling), `bert-rerank` a bge-reranker-style cross-encoder (rank
@@ -581,6 +597,9 @@ def build_mmproj(family, wtype, out_path):
         sys.exit(f"synth-model: family {family} has no projector (families with one: "
                  + ", ".join(f for f in FAMILIES if FAMILIES[f].get("mmproj")) + ")")
     ty = v["type"]
+    if ty == "pixtral":
+        build_pixtral_mmproj(family, wtype, out_path)
+        return
     siglip = ty in ("gemma3", "idefics3")
     e, ff, ps, size = v["n_embd"], v["n_ff"], v["patch_size"], v["image_size"]
     n_text = p["n_embd"]
@@ -665,6 +684,82 @@ def build_mmproj(family, wtype, out_path):
     else:
         k = e * v["scale_factor"] ** 2
         mat("mm.model.fc.weight", n_text, k)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(tmp, out_path)
+
+
+def build_pixtral_mmproj(family, wtype, out_path):
+    """FAMILY's `pixtral` projector as llama.cpp's converter writes Pixtral's (Mistral Small
+    3.1's with `merge`): the patch convolution (f16, no bias), an RMS pre-norm, blocks of RMS
+    norms (weights only), attention without biases and a SiLU-gated FFN, no learned positions;
+    with `merge`, `mm.input_norm` and `mm.patch_merger` (and `clip.vision.spatial_merge_size`);
+    `mm.1` and `mm.2` (with biases without `merge`), and `v.token_embd.img_break`, the text
+    model's [IMG_BREAK] row (random here, in the text model's width)."""
+    p = FAMILIES[family]
+    v = p["mmproj"]
+    e, ff, ps, size = v["n_embd"], v["n_ff"], v["patch_size"], v["image_size"]
+    n_text, merge = p["n_embd"], v.get("merge")
+    seed = sum(ord(c) * 131 ** i for i, c in enumerate(family + "/mmproj")) & ((1 << 63) - 1)
+    rng = SplitMix64(seed)
+    tmp = f"{out_path}.tmp{os.getpid()}"
+    w = gguf.GGUFWriter(tmp, "clip")
+    w.add_name("tiny synthetic projector")
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.has_text_encoder", False)
+    w.add_string("clip.projector_type", "pixtral")
+    w.add_bool("clip.use_silu", True)
+    w.add_uint32("clip.vision.image_size", size)
+    w.add_uint32("clip.vision.patch_size", ps)
+    w.add_uint32("clip.vision.embedding_length", e)
+    w.add_uint32("clip.vision.feed_forward_length", ff)
+    w.add_uint32("clip.vision.projection_dim", n_text)
+    w.add_uint32("clip.vision.attention.head_count", v["n_head"])
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", v["eps"])
+    w.add_uint32("clip.vision.block_count", v["n_layer"])
+    w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
+    w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
+    if merge:
+        w.add_uint32("clip.vision.spatial_merge_size", merge)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if wtype == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
+
+    def values(n, amp, centre=0.0):
+        return rng.uniform(n) * np.float32(amp) + np.float32(centre)
+
+    def mat(name, rows, cols):
+        x = values(rows * cols, 1.0 / np.sqrt(cols)).reshape(rows, cols)
+        if wtype == "f16":
+            w.add_tensor(name, x.astype(np.float16))
+        else:
+            w.add_tensor(name, quantize_q8_0(x), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
+    def vec(name, n, amp, centre=0.0):
+        w.add_tensor(name, values(n, amp, centre))
+
+    kernel = values(e * 3 * ps * ps, 1.0 / np.sqrt(3 * ps * ps)).reshape(e, 3, ps, ps)
+    w.add_tensor("v.patch_embd.weight", kernel.astype(np.float16))
+    vec("v.pre_ln.weight", e, 0.2, 1.0)
+    for il in range(v["n_layer"]):
+        b = f"v.blk.{il}."
+        for part in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            mat(b + part + ".weight", e, e)
+        for ln in ("ln1", "ln2"):
+            vec(b + ln + ".weight", e, 0.2, 1.0)
+        mat(b + "ffn_gate.weight", ff, e)
+        mat(b + "ffn_up.weight", ff, e)
+        mat(b + "ffn_down.weight", e, ff)
+    if merge:
+        vec("mm.input_norm.weight", e, 0.2, 1.0)
+        mat("mm.patch_merger.weight", e, e * merge * merge)
+    mat("mm.1.weight", n_text, e)
+    if not merge:
+        vec("mm.1.bias", n_text, 0.1)
+    mat("mm.2.weight", n_text, n_text)
+    if not merge:
+        vec("mm.2.bias", n_text, 0.1)
+    vec("v.token_embd.img_break", n_text, 1.0)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

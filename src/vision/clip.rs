@@ -2,8 +2,9 @@
 //! hyperparameters (`clip.vision.*`) and its tensors (`v.*`, `mm.*`), shape-checked and left in
 //! the mapped file. Every tensor of the file must be one the encoder reads: a file of a variant
 //! this engine does not build is refused, naming a tensor it would ignore. Types built: `mlp`
-//! (LLaVA 1.5), `gemma3` (SigLIP, average pooling, soft-embedding norm, input projection) and
-//! `idefics3` (SigLIP, pixel shuffle, one linear layer; SmolVLM).
+//! (LLaVA 1.5), `gemma3` (SigLIP, average pooling, soft-embedding norm, input projection),
+//! `idefics3` (SigLIP, pixel shuffle, one linear layer; SmolVLM) and `pixtral` (its own tower,
+//! loaded by `pixtral.rs`).
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -26,14 +27,19 @@ pub enum ProjectorType {
     /// SmolVLM / Idefics3: SigLIP, pixel shuffle by `n_merge` per side, `mm.model.fc`; images
     /// are cut into tiles of the input size plus an overview.
     Idefics3,
+    /// Pixtral / Mistral Small 3.1: images at their own size (in whole patches, within a token
+    /// budget), RMS-norm ViT with 2-D RoPE and a gated FFN, optionally a patch merger, a
+    /// two-layer GELU MLP, and an `[IMG_BREAK]` row after each row of patches but the last.
+    Pixtral,
 }
 
 impl ProjectorType {
     /// Every type built, by its `clip.projector_type` name.
-    pub const ALL: [ProjectorType; 3] = [
+    pub const ALL: [ProjectorType; 4] = [
         ProjectorType::Mlp,
         ProjectorType::Gemma3,
         ProjectorType::Idefics3,
+        ProjectorType::Pixtral,
     ];
 
     /// The name llama.cpp's files give the type (`clip.projector_type`).
@@ -42,6 +48,7 @@ impl ProjectorType {
             ProjectorType::Mlp => "mlp",
             ProjectorType::Gemma3 => "gemma3",
             ProjectorType::Idefics3 => "idefics3",
+            ProjectorType::Pixtral => "pixtral",
         }
     }
 }
@@ -148,6 +155,8 @@ pub(super) enum Head {
     },
     /// `mm.model.fc` on the pixel-shuffled rows (`n_merge² · n_embd` wide).
     Idefics3 { fc: Linear },
+    /// Pixtral's own tower and head (`pixtral.rs`); the generic tower fields are empty.
+    Pixtral(Box<super::pixtral::Pixtral>),
 }
 
 /// A LayerNorm's scale and shift.
@@ -189,10 +198,10 @@ impl Projector {
     pub fn load(file: Arc<GgufFile>) -> Result<Projector, VisionError> {
         let ty = projector_type(&file)?;
         let hparams = hparams(&file, ty)?;
-        let l = Lookup {
-            file: &file,
-            used: RefCell::new(HashSet::new()),
-        };
+        if ty == ProjectorType::Pixtral {
+            return super::pixtral::load(file, hparams);
+        }
+        let l = Lookup::new(&file);
         let h = &hparams;
         let (e, ff, p) = (h.n_embd, h.n_ff, h.patch_size);
         let n_patches = h.patches_per_side() * h.patches_per_side();
@@ -226,14 +235,9 @@ impl Projector {
             ProjectorType::Idefics3 => Head::Idefics3 {
                 fc: l.linear("mm.model.fc", e * h.n_merge * h.n_merge, None)?,
             },
+            ProjectorType::Pixtral => unreachable!("pixtral::load loads its projectors"),
         };
-        if let Some(unused) = file
-            .tensors()
-            .iter()
-            .find(|t| !l.used.borrow().contains(&t.name))
-        {
-            return Err(VisionError::UnusedTensor(unused.name.clone()));
-        }
+        l.check_all_used()?;
         Ok(Projector {
             ty,
             hparams,
@@ -255,12 +259,18 @@ impl Projector {
             Head::Mlp { mm2, .. } => mm2.w.info.dims[1] as usize,
             Head::Gemma3 { input_proj, .. } => input_proj.rows,
             Head::Idefics3 { fc } => fc.w.info.dims[1] as usize,
+            Head::Pixtral(p) => p.n_embd_out(),
         }
     }
 
     /// Rows (image tokens) one encoded input becomes: the whole image for `mlp` and `gemma3`,
-    /// each tile and the overview for `idefics3` (see [`super::preprocess_tiles`]).
+    /// each tile and the overview for `idefics3` (see [`super::preprocess_tiles`]); for
+    /// `pixtral`, whose images keep their own size, those of a square of the input size.
     pub fn n_image_tokens(&self) -> usize {
+        if let Head::Pixtral(p) = &self.head {
+            let s = self.hparams.image_size;
+            return p.n_tokens_for(s, s, &self.hparams);
+        }
         let s = self.hparams.tokens_per_side();
         s * s
     }
@@ -268,6 +278,9 @@ impl Projector {
     /// Rows all of an image of `width`×`height` pixels becomes (its tiles' and overview's for
     /// `idefics3`), known before the image is prepared: for checking it against the context.
     pub fn n_tokens_for(&self, width: usize, height: usize) -> usize {
+        if let Head::Pixtral(p) = &self.head {
+            return p.n_tokens_for(width, height, &self.hparams);
+        }
         let inputs = match super::preprocess::tile_grid(width, height, self.ty, &self.hparams) {
             Some((cols, rows)) => cols * rows + 1,
             None => 1,
@@ -412,9 +425,14 @@ fn hparams(file: &GgufFile, ty: ProjectorType) -> Result<VisionHparams, VisionEr
             Some(_) => u(key).map(Some),
         }
     };
-    let scale_key = "clip.vision.projector.scale_factor";
+    let scale_key = match ty {
+        ProjectorType::Pixtral => "clip.vision.spatial_merge_size",
+        _ => "clip.vision.projector.scale_factor",
+    };
     let n_merge = match ty {
         ProjectorType::Mlp => 1,
+        // 1 for Pixtral-12B; Mistral Small 3.1's patch merger merges 2×2.
+        ProjectorType::Pixtral => opt_u(scale_key)?.unwrap_or(1),
         ProjectorType::Gemma3 => opt_u(scale_key)?.unwrap_or(4),
         ProjectorType::Idefics3 => match opt_u(scale_key)? {
             Some(n) if n >= 2 => n,
@@ -471,13 +489,34 @@ fn hparams(file: &GgufFile, ty: ProjectorType) -> Result<VisionHparams, VisionEr
     })
 }
 
-struct Lookup<'a> {
+/// Finds a projector's tensors, checking their shapes and types, and remembers which it found.
+pub(super) struct Lookup<'a> {
     file: &'a GgufFile,
     used: RefCell<HashSet<String>>,
 }
 
-impl Lookup<'_> {
-    fn tensor(&self, name: &str, dims: &[usize]) -> Result<Tensor, VisionError> {
+impl<'a> Lookup<'a> {
+    pub(super) fn new(file: &'a GgufFile) -> Lookup<'a> {
+        Lookup {
+            file,
+            used: RefCell::new(HashSet::new()),
+        }
+    }
+
+    /// Refuses a file with a tensor nothing looked up: a variant the encoder does not build.
+    pub(super) fn check_all_used(&self) -> Result<(), VisionError> {
+        match self
+            .file
+            .tensors()
+            .iter()
+            .find(|t| !self.used.borrow().contains(&t.name))
+        {
+            Some(unused) => Err(VisionError::UnusedTensor(unused.name.clone())),
+            None => Ok(()),
+        }
+    }
+
+    pub(super) fn tensor(&self, name: &str, dims: &[usize]) -> Result<Tensor, VisionError> {
         let info = self
             .file
             .tensor(name)
@@ -502,7 +541,7 @@ impl Lookup<'_> {
     }
 
     /// A tensor multiplied by the kernels: its type must have a dot product.
-    fn weight(&self, name: &str, dims: &[usize]) -> Result<Tensor, VisionError> {
+    pub(super) fn weight(&self, name: &str, dims: &[usize]) -> Result<Tensor, VisionError> {
         let t = self.tensor(name, dims)?;
         if !quant::has_vec_dot(t.info.ty) || t.info.ty == GgmlType::Q8_1 {
             return Err(VisionError::WeightType {
@@ -549,11 +588,15 @@ impl Lookup<'_> {
         })
     }
 
-    fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, VisionError> {
+    pub(super) fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, VisionError> {
         Ok(self.tensor(name, &[len])?.to_f32(self.file))
     }
 
-    fn opt_vector(&self, name: &str, len: usize) -> Result<Option<Vec<f32>>, VisionError> {
+    pub(super) fn opt_vector(
+        &self,
+        name: &str,
+        len: usize,
+    ) -> Result<Option<Vec<f32>>, VisionError> {
         match self.file.tensor(name) {
             Some(_) => Ok(Some(self.vector(name, len)?)),
             None => Ok(None),
@@ -576,7 +619,7 @@ impl Lookup<'_> {
 
     /// `{prefix}.weight` of `n_in` columns (and `n_out` rows when given, else whatever the
     /// file has), and `{prefix}.bias` if present.
-    fn linear(
+    pub(super) fn linear(
         &self,
         prefix: &str,
         n_in: usize,
@@ -706,11 +749,12 @@ mod tests {
     fn refusals_name_what_is_wrong() {
         let err = |edit: fn(&mut GgufWriter)| tiny(edit).err().unwrap().to_string();
         let e = err(|w| {
-            w.add_kv("clip.projector_type", "pixtral");
+            w.add_kv("clip.projector_type", "minicpmv");
         });
         assert_eq!(
             e,
-            "projector type 'pixtral' is not supported (supported: mlp, gemma3, idefics3)"
+            "projector type 'minicpmv' is not supported (supported: mlp, gemma3, idefics3, \
+             pixtral)"
         );
         let e = err(|w| {
             w.add_kv("clip.has_vision_encoder", false);

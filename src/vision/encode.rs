@@ -18,8 +18,12 @@ impl Projector {
     /// The image embeddings of `img` (from [`super::preprocess`] for this projector): one row
     /// of [`Projector::n_embd_out`] values per image token, row-major.
     ///
-    /// Panics if `img` is not the projector's input size (`preprocess` always makes it so).
+    /// Panics if `img` is not the projector's input size (`preprocess` always makes it so;
+    /// `pixtral`'s inputs are whole patches of any size).
     pub fn encode(&self, img: &PlanarImage) -> Vec<f32> {
+        if let Head::Pixtral(t) = &self.head {
+            return self.encode_pixtral(t, img);
+        }
         let h = &self.hparams;
         assert!(
             img.width == h.image_size && img.height == h.image_size,
@@ -85,14 +89,16 @@ impl Projector {
 
     /// The convolution of `patch_size` stride over the image, as a product of each patch
     /// (channels, then rows, then columns, as ggml's im2col lays them out) with the kernel.
-    fn embed_patches(&self, img: &PlanarImage, out: &mut [f32]) {
+    /// The patches are taken row by row over the whole of `img` (whose sides are whole patches).
+    pub(super) fn embed_patches(&self, img: &PlanarImage, out: &mut [f32]) {
         let h = &self.hparams;
-        let (p, side, e) = (h.patch_size, h.patches_per_side(), h.n_embd);
+        let (p, e) = (h.patch_size, h.n_embd);
+        let (cols, rows) = (img.width / p, img.height / p);
         let k = 3 * p * p;
         let plane = img.width * img.height;
-        let mut patches = vec![0f32; side * side * k];
+        let mut patches = vec![0f32; cols * rows * k];
         for (pi, dst) in patches.chunks_exact_mut(k).enumerate() {
-            let (py, px) = (pi / side, pi % side);
+            let (py, px) = (pi / cols, pi % cols);
             for c in 0..3 {
                 for ky in 0..p {
                     let src = c * plane + (py * p + ky) * img.width + px * p;
@@ -108,7 +114,7 @@ impl Projector {
                 .chunks_exact(4)
                 .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                 .collect();
-            matmul_f32(&w, e, &patches, side * side, out);
+            matmul_f32(&w, e, &patches, cols * rows, out);
         } else {
             let kernel = QMat {
                 ty: info.ty,
@@ -116,7 +122,7 @@ impl Projector {
                 cols: k,
                 data,
             };
-            matmul(&kernel, &patches, side * side, out);
+            matmul(&kernel, &patches, cols * rows, out);
         }
         if let Some(b) = &self.patch_bias {
             add_rows(out, b);

@@ -86,6 +86,15 @@ impl Projector {
                 causal: true,
                 dynamic_size: true,
             },
+            // Pixtral: the rows (with `[IMG_BREAK]` rows among them, from the projector), then
+            // `[IMG_END]`.
+            ProjectorType::Pixtral => ImageLayout {
+                begin: "",
+                end: "[IMG_END]",
+                tiles: None,
+                causal: true,
+                dynamic_size: true,
+            },
         }
     }
 }

@@ -1,8 +1,8 @@
 //! Images in: decoding image files, the vision encoders of llama.cpp's `clip` projector files
 //! (`--mmproj`), and the embeddings they give the text model: LLaVA 1.5's `mlp` projector (a
 //! CLIP ViT and a two-layer MLP), Gemma 3's (`gemma3`: SigLIP, pooling, soft-embedding norm)
-//! and SmolVLM's (`idefics3`: SigLIP, pixel shuffle, tiles) on the CPU kernels, threaded on
-//! the pool.
+//! SmolVLM's (`idefics3`: SigLIP, pixel shuffle, tiles) and Pixtral's (`pixtral`: images at
+//! their own size, 2-D RoPE, `[IMG_BREAK]` rows) on the CPU kernels, threaded on the pool.
 //!
 //! The pipeline is `image::decode` → `preprocess_tiles` (resize, pad, slice, normalise, as clip
 //! does for the projector type; one input for `mlp` and `gemma3`) → `Projector::encode` on each
@@ -14,6 +14,7 @@ mod head;
 pub mod image;
 pub mod layers;
 mod layout;
+mod pixtral;
 mod preprocess;
 pub mod resize;
 

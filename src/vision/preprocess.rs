@@ -11,7 +11,9 @@
 //!   truncated, then made even), Lanczos-resized again up to whole tiles, cut; the overview is
 //!   that resized down to one tile. Without it: the overview is the image bicubic-resized to
 //!   one tile; the tiles come from the image fitted (bicubic, aspect kept, black padding) into
-//!   its size rounded to whole tiles (at least one per side).
+//!   its size rounded to whole tiles (at least one per side);
+//! - Pixtral (`pixtral`) keeps the image's own size, fitted (bicubic, aspect kept, black
+//!   padding) into whole patches within its token budget (`pixtral::target_size`).
 
 use super::clip::{ProjectorType, VisionHparams};
 use super::image::RgbImage;
@@ -48,6 +50,10 @@ pub fn preprocess(img: &RgbImage, ty: ProjectorType, hp: &VisionHparams) -> Plan
         ProjectorType::Mlp => fit_padded(img, sz, sz, Filter::Bicubic, LLAVA_PAD),
         ProjectorType::Gemma3 => fit_padded(img, sz, sz, Filter::Bilinear, [0; 3]),
         ProjectorType::Idefics3 => idefics3(img, hp).1,
+        ProjectorType::Pixtral => {
+            let (w, h) = super::pixtral::target_size(img.width, img.height, hp);
+            fit_padded(img, w, h, Filter::Bicubic, [0; 3])
+        }
     };
     normalise(&sized, &hp.image_mean, &hp.image_std)
 }
@@ -56,7 +62,7 @@ pub fn preprocess(img: &RgbImage, ty: ProjectorType, hp: &VisionHparams) -> Plan
 pub fn preprocess_tiles(img: &RgbImage, ty: ProjectorType, hp: &VisionHparams) -> Tiles {
     let norm = |i: &RgbImage| normalise(i, &hp.image_mean, &hp.image_std);
     match ty {
-        ProjectorType::Mlp | ProjectorType::Gemma3 => Tiles {
+        ProjectorType::Mlp | ProjectorType::Gemma3 | ProjectorType::Pixtral => Tiles {
             images: vec![preprocess(img, ty, hp)],
             grid: None,
         },
@@ -89,7 +95,7 @@ pub fn tile_grid(
     hp: &VisionHparams,
 ) -> Option<(usize, usize)> {
     match ty {
-        ProjectorType::Mlp | ProjectorType::Gemma3 => None,
+        ProjectorType::Mlp | ProjectorType::Gemma3 | ProjectorType::Pixtral => None,
         ProjectorType::Idefics3 => {
             let t = hp.image_size;
             let (w, h) = idefics3_sizes(width, height, hp).1;

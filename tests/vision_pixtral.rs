@@ -1,0 +1,134 @@
+//! The Pixtral projectors' image embeddings against llama.cpp's (`llama-mtmd-cli`'s
+//! `MTMD_DEBUG_EMBEDDINGS` records in tests/data/vision, made by tools/make-vision-refs.py):
+//! Pixtral-12B's form (`pixtral`: no merger, projector biases) and Mistral Small 3.1's
+//! (`mistral3`: the 2×2 patch merger), f16 and Q8_0 weights, on a wide and a tall picture,
+//! through the whole path (PNG decoding, the size kept in whole patches, bicubic resampling
+//! with black padding, normalisation, the tower with its 2-D RoPE, the head, the `[IMG_BREAK]`
+//! rows). The greedy text after these images is checked by tests/vision_llama_cpp.rs.
+
+mod common;
+
+use common::picture::picture;
+use common::projector::{data_dir, png, synth_projector};
+use llamafile::vision::{decode, preprocess_tiles, Projector, ProjectorType};
+
+/// The synthetic projector of `family` and `ty` the references were made from.
+fn projector(family: &str, ty: &str, tag: &str) -> Option<Projector> {
+    synth_projector(
+        family,
+        ty,
+        tag,
+        "siglip_mmproj_sha256",
+        &format!("{family}-{ty}"),
+    )
+}
+
+/// The one record of a reference file: (n_tokens, n_embd, values).
+fn record(name: &str) -> (usize, usize, Vec<f32>) {
+    let bytes = std::fs::read(data_dir().join(name)).unwrap();
+    let n_tokens = i32::from_le_bytes(bytes[0..4].try_into().unwrap()) as usize;
+    let n_embd = i32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize;
+    assert_eq!(bytes.len(), 8 + n_tokens * n_embd * 4, "{name}: one record");
+    let values = bytes[8..]
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    (n_tokens, n_embd, values)
+}
+
+/// Max |ours − llama.cpp| relative to llama.cpp's largest magnitude; also checks the size the
+/// picture is resized to and the row count (image tokens and breaks).
+fn compare(family: &str, ty: &str, w: usize, h: usize, want_size: (usize, usize)) {
+    let Some(proj) = projector(family, ty, &format!("{w}x{h}")) else {
+        return;
+    };
+    let img = decode(&png(&picture(w, h))).unwrap();
+    let tiles = preprocess_tiles(&img, proj.ty, &proj.hparams);
+    assert_eq!((tiles.grid, tiles.images.len()), (None, 1));
+    let input = &tiles.images[0];
+    assert_eq!((input.width, input.height), want_size, "{family} {w}x{h}");
+    let (n_tokens, n_embd, want) = record(&format!("{family}-{ty}-{w}x{h}.emb"));
+    assert_eq!(
+        (n_tokens, n_embd),
+        (proj.n_tokens_for(w, h), proj.n_embd_out())
+    );
+    let ours = proj.encode(input);
+    assert_eq!(ours.len(), want.len());
+    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let diff = ours
+        .iter()
+        .zip(&want)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    let worst = diff / scale;
+    eprintln!("{family} {ty} {w}x{h}: max |ours - llama.cpp| / max |llama.cpp| = {worst:.2e}");
+    let tolerance = if ty == "f16" { 1e-3 } else { 2e-2 };
+    assert!(worst < tolerance, "{family} {ty} {w}x{h}: {worst}");
+}
+
+// Tolerances as tests/vision_llama_cpp.rs explains them: f16 weights round activations to f16
+// on both sides and sum in different orders; Q8_0 activation blocks can round a value on a
+// boundary either way.
+
+#[test]
+fn pixtral_f16_wide_picture() {
+    compare("pixtral", "f16", 130, 50, (128, 48));
+}
+
+#[test]
+fn pixtral_f16_tall_picture() {
+    compare("pixtral", "f16", 90, 170, (96, 176));
+}
+
+#[test]
+fn pixtral_q8_0_wide_picture() {
+    compare("pixtral", "q8_0", 130, 50, (128, 48));
+}
+
+#[test]
+fn pixtral_q8_0_tall_picture() {
+    compare("pixtral", "q8_0", 90, 170, (96, 176));
+}
+
+#[test]
+fn mistral3_f16_wide_picture() {
+    compare("mistral3", "f16", 130, 50, (128, 64));
+}
+
+#[test]
+fn mistral3_f16_tall_picture() {
+    compare("mistral3", "f16", 90, 170, (96, 160));
+}
+
+#[test]
+fn mistral3_q8_0_wide_picture() {
+    compare("mistral3", "q8_0", 130, 50, (128, 64));
+}
+
+#[test]
+fn mistral3_q8_0_tall_picture() {
+    compare("mistral3", "q8_0", 90, 170, (96, 160));
+}
+
+#[test]
+fn types_and_token_counts() {
+    let Some(p) = projector("pixtral", "f16", "types") else {
+        return;
+    };
+    assert_eq!(p.ty, ProjectorType::Pixtral);
+    assert_eq!((p.hparams.n_merge, p.n_embd_out()), (1, 256));
+    // 128×48: 8×3 patches and 2 breaks.
+    assert_eq!(p.n_tokens_for(130, 50), 8 * 3 + 2);
+    // At most 1024 tokens before the breaks: 4000×3000 becomes 576×432, 36×27 patches.
+    assert_eq!(p.n_tokens_for(4000, 3000), 36 * 27 + 26);
+    // At least 8: 10×10 becomes 48×48.
+    assert_eq!(p.n_tokens_for(10, 10), 3 * 3 + 2);
+    let layout = p.layout();
+    assert_eq!((layout.begin, layout.end), ("", "[IMG_END]"));
+    assert!(layout.causal && layout.tiles.is_none());
+    let Some(m) = projector("mistral3", "q8_0", "types") else {
+        return;
+    };
+    assert_eq!(m.ty, ProjectorType::Pixtral);
+    // 96×160 in 32-pixel windows: 3×5 tokens and 4 breaks.
+    assert_eq!((m.hparams.n_merge, m.n_tokens_for(90, 170)), (2, 19));
+}
