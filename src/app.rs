@@ -308,9 +308,14 @@ fn load_media(cli: &Cli, own: Option<&Bundle>, model: &PlacedModel) -> Result<Op
         .with_context(|| format!("--mmproj {name}"))?;
     let limits = cli.media.token_limits();
     if limits && media.layout.dynamic_size {
-        // This mtmd then slices the image as LLaVA-UHD does, in tiles of other sizes.
+        // This mtmd then slices a tiled projector's image as LLaVA-UHD does, in tiles of other
+        // sizes; for one that keeps the image's size it moves the token budget.
+        let what = match media.layout.tiles {
+            Some(_) => "cuts images into tiles of other sizes",
+            None => "moves the budget of tokens an image is scaled into",
+        };
         bail!(
-            "--image-min-tokens/--image-max-tokens: with this {} projector llama.cpp cuts images into tiles of other sizes, which is not built here (leave them out)",
+            "--image-min-tokens/--image-max-tokens: with this {} projector llama.cpp {what}, which is not built here (leave them out)",
             media.projector.ty.name()
         );
     }

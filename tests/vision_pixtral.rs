@@ -132,3 +132,45 @@ fn types_and_token_counts() {
     // 96×160 in 32-pixel windows: 3×5 tokens and 4 breaks.
     assert_eq!((m.hparams.n_merge, m.n_tokens_for(90, 170)), (2, 19));
 }
+
+#[test]
+fn cli_refusals_are_one_line() {
+    let Some((text, mmproj)) = common::llava::family_pair("pixtral") else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("llamafile-pixtral-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pic = dir.join("pic.png");
+    std::fs::write(&pic, common::llava::picture_png(130, 50)).unwrap();
+    let (text, mmproj, pic) = (
+        text.to_str().unwrap(),
+        mmproj.to_str().unwrap(),
+        pic.to_str().unwrap(),
+    );
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "--mmproj",
+            mmproj,
+            "--image",
+            pic,
+            "-p",
+            "Describe.",
+            "-n",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        common::llamafile(&args)
+    };
+    // llama.cpp would move the 8..1024 token budget; not built.
+    let out = run(&["-m", text, "--image-max-tokens", "64"]);
+    common::assert_one_line_error(&out, "--image-max-tokens");
+    // 26 rows and the text do not fit in 20 positions.
+    let out = run(&["-m", text, "-c", "20"]);
+    common::assert_one_line_error(&out, "26 of them for 1 images");
+    // A text model of another width (SmolLM2's 576).
+    if let Some(smollm) = common::model_path("SmolLM2-135M-Instruct.Q4_1") {
+        let out = run(&["-m", smollm.to_str().unwrap()]);
+        common::assert_one_line_error(&out, "not for this model");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
