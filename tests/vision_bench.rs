@@ -1,9 +1,10 @@
 //! Image encoding time against llama.cpp's (a benchmark, not a timed test: it only prints).
 //! Run: `cargo test --release --test vision_bench -- --ignored --nocapture`.
 //!
-//! For each synthetic projector (tools/synth-model.py: `llava`, `gemma3`, `smolvlm` and the
-//! wider `gemma3-base`, f16 and Q8_0) on 2 threads: our time to encode one input of the
-//! projector's size (preprocessing not included), the best of several runs, and
+//! For each synthetic projector (tools/synth-model.py: `llava`, `gemma3`, `smolvlm`, the
+//! wider `gemma3-base` and `pixtral`, f16 and Q8_0) on 2 threads: our time to encode one input
+//! of the projector's size (`pixtral`: the square of its input size, scaled into its budget of
+//! 1024 patches; preprocessing not included), the best of several runs, and
 //! `llama-mtmd-cli -t 2`'s "mtmd batch encoding done in N ms" for the same projector and
 //! picture (the best over its encodes and runs; whole milliseconds, as it prints them), from
 //! `$LLAMA_CPP_BIN` (default ~/.cache/llama-cpp-ref/bin). docs/benchmarks.md has the table.
@@ -94,7 +95,7 @@ fn encode_time_against_llama_cpp() {
     println!("|---|---|---|---:|---:|---:|");
     let only = std::env::var("VISION_BENCH_ONLY").ok();
     let ours_only = std::env::var_os("VISION_BENCH_OURS").is_some();
-    for family in ["llava", "gemma3", "smolvlm", "gemma3-base"] {
+    for family in ["llava", "gemma3", "smolvlm", "gemma3-base", "pixtral"] {
         if only
             .as_ref()
             .is_some_and(|o| !o.split(',').any(|f| f == family))
@@ -139,7 +140,7 @@ fn encode_time_against_llama_cpp() {
             } else {
                 llama_cpp_ms(&text, &mmproj, &png, 3)
             };
-            let n_patches = hp.patches_per_side() * hp.patches_per_side();
+            let n_patches = (input.width / hp.patch_size) * (input.height / hp.patch_size);
             let (theirs_s, ratio) = match theirs {
                 Some(ms) => (format!("{ms}"), format!("{:.2}", ms as f64 / best)),
                 None => ("-".into(), "-".into()),
