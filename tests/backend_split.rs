@@ -115,6 +115,7 @@ fn check(stem: &str, cuts: &[usize]) {
             seq: vec![0],
             logits: vec![true],
             bidirectional: false,
+            rope_pos: Vec::new(),
         };
         for (i, &t) in other.iter().cycle().take(70).enumerate() {
             batch.tokens.push(t);
@@ -129,6 +130,7 @@ fn check(stem: &str, cuts: &[usize]) {
             seq: vec![0, 1],
             logits: vec![true, true],
             bidirectional: false,
+            rope_pos: Vec::new(),
         };
         out.extend(m.forward(&both, &mut caches));
         out

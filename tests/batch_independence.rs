@@ -41,6 +41,7 @@ fn decoding_beside_a_long_prompt_gives_the_same_logits() {
                 seq: vec![0],
                 logits: vec![true],
                 bidirectional: false,
+                rope_pos: Vec::new(),
             };
             // Beside: two 16-token chunks of another sequence's prompt, then its remaining
             // 64 tokens as one run, which takes the tiled attention path.

@@ -117,6 +117,7 @@ pub fn embed(
             seq: vec![0; chunk.len()],
             logits: (start..start + chunk.len()).map(wanted).collect(),
             bidirectional: false,
+            rope_pos: Vec::new(),
         };
         rows.extend(model.try_hidden_states(&batch, &mut caches)?);
     }

@@ -125,6 +125,11 @@ pub enum MediaError {
     )]
     NonCausalBackend(String),
     #[error(
+        "this model rotates an image's rows by their 2-D positions (M-RoPE), which the {0} \
+         backend does not implement: run the model's blocks on the CPU (-ngl 0)"
+    )]
+    MropeBackend(String),
+    #[error(
         "projector type '{projector}' places the token {text:?} around its images, and the \
          model's vocabulary has no such token"
     )]
@@ -145,6 +150,10 @@ pub struct ImageInput {
     pub n_tokens: usize,
     /// The text model reads the rows with attention both ways within a batch (Gemma 3).
     pub bidirectional: bool,
+    /// The rows' grid (columns, rows) for a model with M-RoPE (Qwen2-VL): row `i` takes the
+    /// 2-D position of column `i mod columns`, row `i / columns`, and the image advances the
+    /// position by the longer side. `None`: one position per row, in order.
+    pub grid: Option<(usize, usize)>,
 }
 
 impl ImageInput {
@@ -318,6 +327,12 @@ impl Media {
         {
             return Err(MediaError::NonCausalBackend(b.name().to_string()));
         }
+        if let Some(b) = stages
+            .iter()
+            .find(|b| model.config.rope_sections.is_some() && b.name() != "cpu")
+        {
+            return Err(MediaError::MropeBackend(b.name().to_string()));
+        }
         Ok(())
     }
 
@@ -345,6 +360,7 @@ impl Media {
                         hash
                     },
                     n_tokens: rows.len() / p.n_embd_out(),
+                    grid: None,
                     rows,
                     bidirectional: !self.layout.causal,
                 })
@@ -534,10 +550,28 @@ impl Session<'_> {
         let n_embd = self.model.config.n_embd;
         let token = img.token();
         let mut logits = Vec::new();
+        // M-RoPE (mtmd's positions): row i of a grid of `nx` columns at (p0, p0 + i / nx,
+        // p0 + i mod nx, 0); the image takes the longer side's count of positions.
+        let mrope = self.model.config.rope_sections.is_some();
+        let p0 = self.rope_pos(self.tokens.len());
+        let start = self.tokens.len();
+        let rope_pos = |i: usize| -> [i64; 4] {
+            match img.grid {
+                Some((nx, _)) => {
+                    let (y, x) = ((i / nx) as i64, (i % nx) as i64);
+                    [p0, p0 + y, p0 + x, 0]
+                }
+                None => [p0 + i as i64; 4],
+            }
+        };
         for rows in img.rows.chunks(self.n_batch * n_embd) {
             let n = rows.len() / n_embd;
             let mut batch = Batch::sequence(&vec![token; n], self.tokens.len(), false);
             batch.bidirectional = img.bidirectional;
+            if mrope {
+                let first = self.tokens.len() - start;
+                batch.rope_pos = (first..first + n).map(rope_pos).collect();
+            }
             let lora = self.lora.as_ref().unwrap_or(self.model.lora_mix());
             logits = self.model.try_forward_embeddings_mix(
                 &batch,
@@ -546,6 +580,10 @@ impl Session<'_> {
                 lora,
             )?;
             self.tokens.extend(std::iter::repeat_n(token, n));
+        }
+        if let (true, Some((nx, ny))) = (mrope, img.grid) {
+            let gap = img.n_tokens - nx.max(ny).min(img.n_tokens);
+            self.rope_gaps.push((self.tokens.len(), gap));
         }
         Ok(logits)
     }
@@ -658,6 +696,7 @@ mod tests {
             rows: vec![0.0; 8],
             n_tokens: 4,
             bidirectional: false,
+            grid: None,
         });
         let p = MediaPrompt {
             chunks: vec![

@@ -92,6 +92,11 @@ pub struct Session<'m> {
     /// The positions of each whole image among `tokens` (markers, tiles and overview), set by
     /// whoever feeds a prompt with images; a context shift keeps or drops each whole.
     pub image_spans: Vec<Range<usize>>,
+    /// M-RoPE models (Qwen2-VL): for each image in `tokens`, the position after its rows and
+    /// how many fewer rotary positions than rows it takes (mtmd advances the position by the
+    /// longer side of its grid, not by its row count). The text after it is rotated for its
+    /// position less the sum of the gaps before it.
+    pub rope_gaps: Vec<(usize, usize)>,
 }
 
 impl<'m> Session<'m> {
@@ -154,6 +159,7 @@ impl<'m> Session<'m> {
             context_shift: None,
             lora: None,
             image_spans: Vec::new(),
+            rope_gaps: Vec::new(),
         })
     }
 
@@ -165,6 +171,7 @@ impl<'m> Session<'m> {
     /// Forgets every token after the first `keep`.
     pub fn truncate(&mut self, keep: usize) {
         self.image_spans.retain(|s| s.end <= keep);
+        self.rope_gaps.retain(|&(end, _)| end <= keep);
         self.tokens.truncate(keep);
         self.cache.truncate(keep);
     }
@@ -184,7 +191,11 @@ impl<'m> Session<'m> {
     pub fn feed(&mut self, tokens: &[u32], all_logits: bool) -> Result<Vec<f32>, BackendError> {
         let mut out = Vec::new();
         for chunk in tokens.chunks(self.n_batch) {
-            let batch = Batch::sequence(chunk, self.tokens.len(), all_logits);
+            let mut batch = Batch::sequence(chunk, self.tokens.len(), all_logits);
+            if !self.rope_gaps.is_empty() {
+                let p0 = self.rope_pos(self.tokens.len());
+                batch.rope_pos = (0..chunk.len() as i64).map(|i| [p0 + i; 4]).collect();
+            }
             let lora = self.lora.as_ref().unwrap_or(self.model.lora_mix());
             let logits = self.model.try_forward_mix(
                 &batch,
@@ -202,6 +213,16 @@ impl<'m> Session<'m> {
         Ok(out)
     }
 
+    /// The rotary position of the text token at `slot` (after the session's images, see
+    /// [`Session::rope_gaps`]).
+    pub fn rope_pos(&self, slot: usize) -> i64 {
+        let gap: usize = (self.rope_gaps.iter())
+            .filter(|&&(end, _)| end <= slot)
+            .map(|&(_, g)| g)
+            .sum();
+        (slot - gap) as i64
+    }
+
     /// Room left in the context.
     pub fn remaining(&self) -> usize {
         self.cache.n_ctx() - self.tokens.len()
@@ -217,6 +238,11 @@ impl<'m> Session<'m> {
         let Some(keep) = self.context_shift else {
             return Ok(false);
         };
+        if !self.rope_gaps.is_empty() {
+            // The text after an M-RoPE image is rotated for fewer positions than it sits at;
+            // llama.cpp does not shift a context holding images at all.
+            return Ok(false);
+        }
         let (cache, spans) = (&mut self.cache, &mut self.image_spans);
         shift_context_images(self.model, cache, &mut self.tokens, spans, keep)
     }
@@ -342,6 +368,14 @@ impl<'m> Session<'m> {
     ) {
         for (k, &t) in tokens.iter().enumerate() {
             batch.tokens.push(t);
+            if !self.rope_gaps.is_empty() || !batch.rope_pos.is_empty() {
+                // Entries staged before without M-RoPE positions had plain ones.
+                let have = batch.rope_pos.len();
+                batch
+                    .rope_pos
+                    .extend(batch.pos[have..].iter().map(|&p| [p as i64; 4]));
+                batch.rope_pos.push([self.rope_pos(self.tokens.len()); 4]);
+            }
             batch.pos.push(self.tokens.len());
             batch.seq.push(seq);
             batch.logits.push(logits(k));
@@ -368,6 +402,12 @@ impl<'m> Session<'m> {
     /// each backend's part copied to the host and written in layer order
     /// ([`KvCache::write_to`]). Returns the bytes written.
     pub fn write_state(&self, w: &mut impl std::io::Write) -> std::io::Result<u64> {
+        if !self.rope_gaps.is_empty() {
+            return Err(std::io::Error::other(
+                "the sequence holds an image of an M-RoPE model (Qwen2-VL), whose positions a \
+                 saved state does not keep",
+            ));
+        }
         w.write_all(&(self.tokens.len() as u64).to_le_bytes())?;
         let ids: Vec<u8> = self.tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
         w.write_all(&ids)?;
@@ -433,6 +473,7 @@ impl<'m> Session<'m> {
         self.tokens = tokens;
         // Whole images are known again when the next prompt is fed.
         self.image_spans.clear();
+        self.rope_gaps.clear();
         Ok(8 + ids.len() as u64 + read)
     }
 }

@@ -39,6 +39,10 @@ pub struct Batch {
     /// of its sequence that the batch reaches (still within a sliding window behind it), as
     /// llama.cpp decodes an image's rows with causal attention off (Gemma 3). False: causal.
     pub bidirectional: bool,
+    /// M-RoPE positions (time, height, width, extra) of each entry, for a model with
+    /// `Config::rope_sections`; empty: entry `i` is rotated for `pos[i]` in every component.
+    /// They differ from `pos` (the cache slot) after an image, whose rows take 2-D positions.
+    pub rope_pos: Vec<[i64; 4]>,
 }
 
 impl Batch {
@@ -51,6 +55,7 @@ impl Batch {
             seq: vec![0; n],
             logits: (0..n).map(|i| all_logits || i + 1 == n).collect(),
             bidirectional: false,
+            rope_pos: Vec::new(),
         }
     }
 

@@ -18,6 +18,8 @@ use crate::ops::rope::{RopeStyle, Yarn};
 pub enum Arch {
     Llama,
     Qwen2,
+    /// Qwen2-VL's text model: Qwen 2 with M-RoPE (`rope.dimension_sections`).
+    Qwen2Vl,
     Qwen3,
     Gemma2,
     Gemma3,
@@ -31,9 +33,10 @@ pub enum Arch {
 
 impl Arch {
     /// Every supported architecture.
-    pub const ALL: [Arch; 10] = [
+    pub const ALL: [Arch; 11] = [
         Arch::Llama,
         Arch::Qwen2,
+        Arch::Qwen2Vl,
         Arch::Qwen3,
         Arch::Gemma2,
         Arch::Gemma3,
@@ -54,6 +57,7 @@ impl Arch {
         match self {
             Arch::Llama => "llama",
             Arch::Qwen2 => "qwen2",
+            Arch::Qwen2Vl => "qwen2vl",
             Arch::Qwen3 => "qwen3",
             Arch::Gemma2 => "gemma2",
             Arch::Gemma3 => "gemma3",
@@ -101,7 +105,7 @@ impl Arch {
                 moe: MoeRule::WhenExperts { norm_weights: true },
                 ..base
             },
-            Arch::Qwen2 => base,
+            Arch::Qwen2 | Arch::Qwen2Vl => base,
             Arch::Qwen3 => Family {
                 qk_norm: true,
                 ..base
@@ -323,6 +327,10 @@ pub struct Config {
     /// holds one "head" per position, the compressed latent followed by the shared rotary key
     /// (`head_dim` = `kv_lora_rank + qk_rope`, `n_head_kv` = 1).
     pub mla: Option<MlaConfig>,
+    /// M-RoPE (Qwen2-VL): the rotated pairs of each head in four sections, rotated by a
+    /// position's time, height, width and extra components (`rope.dimension_sections`); a
+    /// text token's four are equal, which is plain NeoX RoPE.
+    pub rope_sections: Option<[usize; 4]>,
 }
 
 impl Config {
@@ -396,6 +404,10 @@ impl Config {
             Some(m) => m.kq_scale(&rope),
             None => 1.0 / (scale_dim as f32).sqrt(),
         };
+        let rope_sections = match arch {
+            Arch::Qwen2Vl => Some(rope_sections(file, &key("rope.dimension_sections"), &rope)?),
+            _ => None,
+        };
         Ok(Config {
             arch,
             n_vocab,
@@ -426,6 +438,7 @@ impl Config {
             fused: fam.fused,
             moe,
             mla,
+            rope_sections,
         })
     }
 
@@ -453,6 +466,41 @@ impl Config {
             self.rope.base
         }
     }
+}
+
+/// M-RoPE's four sections (`key`, required for the architecture, as llama.cpp requires it):
+/// counts of rotated pairs.
+fn rope_sections(file: &GgufFile, key: &str, rope: &RopeConfig) -> Result<[usize; 4], ModelError> {
+    let arr = file
+        .get_array(key)
+        .ok_or_else(|| ModelError::MissingKey(key.to_string()))?;
+    let vals: Vec<i64> = match (arr.as_i32s(), arr.as_u32s()) {
+        (Some(s), _) => s.iter().map(|&v| v as i64).collect(),
+        (_, Some(s)) => s.iter().map(|&v| v as i64).collect(),
+        _ => {
+            return Err(ModelError::BadValue(
+                key.to_string(),
+                "not an integer array".into(),
+            ))
+        }
+    };
+    let bad = |why: String| ModelError::BadValue(key.to_string(), why);
+    if vals.len() < 4 || vals.iter().any(|&v| v < 0) {
+        return Err(bad(format!(
+            "{vals:?}: four sections of at least 0 expected"
+        )));
+    }
+    let s = [vals[0], vals[1], vals[2], vals[3]].map(|v| v as usize);
+    let sum: usize = s.iter().sum();
+    // ggml's bounds: the sections' sum at most the rotated dimensions (pairs past the sum
+    // start over at the first section), and one of the first three not empty.
+    if sum > rope.dims || s[0] + s[1] + s[2] == 0 {
+        return Err(bad(format!(
+            "{s:?}: the sections must sum to at most {} with one of the first three non-empty",
+            rope.dims
+        )));
+    }
+    Ok(s)
 }
 
 fn rope_config(

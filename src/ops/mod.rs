@@ -9,6 +9,7 @@ pub mod attention;
 pub mod expf;
 pub mod mathf;
 pub mod matmul;
+pub mod mrope;
 pub mod norm;
 pub mod rope;
 pub mod router;

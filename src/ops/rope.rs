@@ -69,7 +69,7 @@ impl Yarn {
     }
 
     /// ggml's `rope_yarn_ramp` for the pair starting at dimension `i0`, times `ext_factor`.
-    fn ramp_mix(&self, i0: usize) -> f32 {
+    pub(crate) fn ramp_mix(&self, i0: usize) -> f32 {
         let [low, high] = self.corr_dims;
         let y = ((i0 / 2) as f32 - low) / (high - low).max(0.001);
         (1.0 - y.clamp(0.0, 1.0)) * self.ext_factor

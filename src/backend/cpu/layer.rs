@@ -16,6 +16,7 @@ use crate::ops::activation::{geglu, swiglu};
 use crate::ops::attention::rotation::hadamard;
 use crate::ops::attention::{attend_heads_rows, tiled, AttnRows, AttnShape};
 use crate::ops::matmul;
+use crate::ops::mrope::{cos_sin_multi, Sections};
 use crate::ops::norm::{rms_norm_rows, rms_norm_rows_into};
 use crate::ops::rope::Rope;
 use crate::pool;
@@ -57,7 +58,10 @@ pub(super) fn attention_block<C: BorrowMut<KvCache> + Sync>(
         let seq = batch.seq[t];
         let rope =
             ropes[seq].get_or_insert_with(|| model.layer_rope(il, caches[seq].borrow().n_ctx()));
-        let cs = rope.cos_sin(batch.pos[t]);
+        let cs = match (cfg.rope_sections, batch.rope_pos.get(t)) {
+            (Some(sec), Some(&p)) => cos_sin_multi(rope, rope.n_dims / 2, Sections::Shared(sec), p),
+            _ => rope.cos_sin(batch.pos[t]),
+        };
         let q = &mut s.q[t * q_dim..(t + 1) * q_dim];
         rope.apply_with(q, hd, &cs);
         if cfg.scale_query {
