@@ -4,7 +4,8 @@
 //! (`mistral3`: the 2×2 patch merger), f16 and Q8_0 weights, on a wide and a tall picture,
 //! through the whole path (PNG decoding, the size kept in whole patches, bicubic resampling
 //! with black padding, normalisation, the tower with its 2-D RoPE, the head, the `[IMG_BREAK]`
-//! rows). The greedy text after these images is checked by tests/vision_llama_cpp.rs.
+//! rows). The greedy text after these images is checked by tests/vision_llama_cpp.rs; here the
+//! server's answer to a chat request with the image, and the CLI's refusals.
 
 mod common;
 
@@ -173,4 +174,80 @@ fn cli_refusals_are_one_line() {
         common::assert_one_line_error(&out, "not for this model");
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The first `pixtral` case of tests/data/vision/greedy.json ("Describe." after the 130×50
+/// picture) as an OpenAI chat request with an `image_url` part: llama-mtmd-cli's text, the
+/// image's 26 rows (and `[IMG_END]`) counted, and the same request again reusing the prefix.
+#[test]
+fn server_chat_answers_as_llama_mtmd_cli() {
+    let Some((text, mmproj)) = common::llava::family_pair("pixtral") else {
+        return;
+    };
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data_dir().join("greedy.json")).unwrap())
+            .unwrap();
+    let case = doc["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["family"] == "pixtral")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (&case["prompt"], &case["pictures"]),
+        (
+            &serde_json::json!("Describe."),
+            &serde_json::json!(["130x50"])
+        )
+    );
+    let mm = mmproj.to_str().unwrap();
+    let srv = common::server::start_with(
+        &text,
+        &["--mmproj", mm, "--chat-template", "mistral-v7", "-np", "1"],
+    );
+    let png = common::llava::picture_png(130, 50);
+    let url = format!("data:image/png;base64,{}", base64(&png));
+    let ask = serde_json::json!({
+        "messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": url}},
+            {"type": "text", "text": "Describe."},
+        ]}],
+        "max_tokens": 12,
+        "temperature": 0,
+    });
+    let first = common::http::post(srv.port, "/v1/chat/completions", &ask);
+    assert_eq!(
+        first.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&first.body)
+    );
+    let first = first.json();
+    assert_eq!(first["choices"][0]["message"]["content"], case["text"]);
+    let n_prompt = first["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert!(n_prompt > 27, "{first}");
+    let again = common::http::post(srv.port, "/v1/chat/completions", &ask).json();
+    assert_eq!(again["choices"][0]["message"]["content"], case["text"]);
+    let cached = again["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64();
+    assert_eq!(cached, Some(n_prompt - 1), "{again}");
+}
+
+/// Standard base64 with padding.
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in bytes.chunks(3) {
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
