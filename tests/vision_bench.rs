@@ -9,7 +9,9 @@
 //! picture (the best over its encodes and runs; whole milliseconds, as it prints them), from
 //! `$LLAMA_CPP_BIN` (default ~/.cache/llama-cpp-ref/bin). docs/benchmarks.md has the table.
 //! `VISION_BENCH_ONLY=gemma3-base` (a comma-separated list) runs only those projectors;
-//! `VISION_BENCH_OURS=1` skips llama.cpp (for profiling).
+//! `VISION_BENCH_OURS=1` skips llama.cpp (for profiling); `VISION_BENCH_THREADS=1` runs both on
+//! one thread (a fairer ratio on a shared machine, where llama.cpp's spinning threads lose the
+//! most); `VISION_BENCH_RUNS` sets llama.cpp's runs (default 3, ours take 5 encodes per run).
 
 mod common;
 
@@ -38,7 +40,13 @@ fn png_file(img: &RgbImage, path: &Path) {
 }
 
 /// llama-mtmd-cli's best encode time in ms over `runs` runs, or `None` without the binary.
-fn llama_cpp_ms(text: &Path, mmproj: &Path, png: &Path, runs: usize) -> Option<u64> {
+fn llama_cpp_ms(
+    text: &Path,
+    mmproj: &Path,
+    png: &Path,
+    runs: usize,
+    threads: usize,
+) -> Option<u64> {
     let bin = std::env::var_os("LLAMA_CPP_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -66,7 +74,7 @@ fn llama_cpp_ms(text: &Path, mmproj: &Path, png: &Path, runs: usize) -> Option<u
                 "--temp",
                 "0",
                 "-t",
-                "2",
+                &threads.to_string(),
                 "-fa",
                 "off",
             ])
@@ -87,7 +95,9 @@ fn llama_cpp_ms(text: &Path, mmproj: &Path, png: &Path, runs: usize) -> Option<u
 #[test]
 #[ignore = "benchmark: run with --ignored --nocapture"]
 fn encode_time_against_llama_cpp() {
-    llamafile::pool::init(2);
+    let threads = std::env::var("VISION_BENCH_THREADS").map_or(2, |v| v.parse().unwrap());
+    let runs = std::env::var("VISION_BENCH_RUNS").map_or(3, |v| v.parse().unwrap());
+    llamafile::pool::init(threads);
     let dir = std::env::temp_dir().join(format!("llamafile-vision-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let vocab = common::model_path("SmolLM2-135M-Instruct.Q4_1");
@@ -130,7 +140,7 @@ fn encode_time_against_llama_cpp() {
             let input = &tiles.images[0];
             proj.encode(input); // warm-up
             let mut best = f64::MAX;
-            for _ in 0..5 {
+            for _ in 0..5 * runs {
                 let t = Instant::now();
                 std::hint::black_box(proj.encode(input));
                 best = best.min(t.elapsed().as_secs_f64() * 1e3);
@@ -138,7 +148,7 @@ fn encode_time_against_llama_cpp() {
             let theirs = if ours_only {
                 None
             } else {
-                llama_cpp_ms(&text, &mmproj, &png, 3)
+                llama_cpp_ms(&text, &mmproj, &png, runs, threads)
             };
             let n_patches = (input.width / hp.patch_size) * (input.height / hp.patch_size);
             let (theirs_s, ratio) = match theirs {
