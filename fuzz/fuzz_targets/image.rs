@@ -1,8 +1,8 @@
 //! Image decoding and preprocessing of arbitrary bytes: format sniffing, the size limit read
 //! from the header, the decoders, then each projector type's preparation (LLaVA's and Gemma
 //! 3's fit-and-pad resampling, Idefics3's resizing and tiling, with and without a longest
-//! side) and normalisation. Errors are fine; panics, hangs and allocations beyond the limit are
-//! not.
+//! side, Pixtral's own size in whole patches within its budget) and normalisation. Errors are
+//! fine; panics, hangs and allocations beyond the limit are not.
 
 #![no_main]
 
@@ -31,7 +31,21 @@ fuzz_target!(|data: &[u8]| {
     };
     for ty in ProjectorType::ALL {
         let pre = vision::preprocess(&img, ty, &hp);
-        assert_eq!(pre.data.len(), 3 * 28 * 28);
+        assert_eq!(pre.data.len(), 3 * pre.width * pre.height);
+        match ty {
+            ProjectorType::Mlp | ProjectorType::Gemma3 | ProjectorType::Idefics3 => {
+                assert_eq!((pre.width, pre.height), (28, 28))
+            }
+            // The types that keep the image's size: whole windows of merged patches, within
+            // their token budgets (at most 4096 here).
+            _ => {
+                let (cols, rows) = (pre.width / 28, pre.height / 28);
+                assert!(
+                    cols >= 1 && rows >= 1 && cols * 28 == pre.width && rows * 28 == pre.height
+                );
+                assert!(cols * rows <= 4096, "{cols}×{rows}");
+            }
+        }
         assert!(pre.data.iter().all(|v| v.is_finite()));
     }
     let tiles = vision::preprocess_tiles(&img, ProjectorType::Idefics3, &hp);

@@ -1,7 +1,7 @@
 //! Projector (mmproj) loading of arbitrary bytes: the GGUF, the `clip.*` metadata, every
-//! tensor's shape and type, for every projector type built (`mlp`, `gemma3`, `idefics3`); a
-//! small projector that loads is then run on a flat image (every tile of it). Errors are fine;
-//! panics, hangs and reads outside the input are not.
+//! tensor's shape and type, for every projector type built (`mlp`, `gemma3`, `idefics3`,
+//! `pixtral`, ...); a small projector that loads is then run on a flat image (every tile of
+//! it). Errors are fine; panics, hangs and reads outside the input are not.
 
 #![no_main]
 

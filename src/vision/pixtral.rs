@@ -443,6 +443,26 @@ mod tests {
     }
 
     #[test]
+    fn every_size_is_whole_steps_within_the_budget() {
+        let sides = [1, 2, 15, 16, 17, 31, 100, 333, 1000, 4000, 8191, 8192];
+        for h in [hp(16, 1), hp(14, 1), hp(16, 2), hp(14, 2)] {
+            let step = h.patch_size * h.n_merge;
+            for &w in &sides {
+                for &ht in &sides {
+                    let (tw, th) = target_size(w, ht, &h);
+                    assert!(tw >= step && th >= step, "{w}×{ht}");
+                    assert!(tw % step == 0 && th % step == 0, "{w}×{ht}: {tw}×{th}");
+                    let tokens = (tw / step) * (th / step);
+                    assert!(
+                        (MIN_TOKENS..=MAX_TOKENS).contains(&tokens),
+                        "{w}×{ht}: {tokens}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn breaks_follow_each_row_but_the_last() {
         let x: Vec<f32> = (0..6).map(|v| v as f32).collect();
         let out = with_breaks(&x, &[-1.0], 2, 3);
