@@ -508,6 +508,7 @@ fn the_kernels_decode_every_block_layout_as_the_engine_does() {
             rows,
             cols,
             data: &data,
+            x8: None,
         };
         let mut want = vec![0f32; rows * cols];
         for (r, row) in want.chunks_exact_mut(cols).enumerate() {
@@ -793,6 +794,7 @@ fn random_weights(which: usize, rows: usize, cols: usize, seed: u64) -> (Vec<u8>
         rows,
         cols,
         data: &data,
+        x8: None,
     };
     let mut values = vec![0f32; rows * cols];
     for (r, row) in values.chunks_exact_mut(cols).enumerate() {

@@ -2,7 +2,8 @@
 //! Run: `cargo test --release --test matvec_bench -- --ignored --nocapture` (`LLAMAFILE_CPU`
 //! picks the kernels; `MATVEC_BENCH_MODEL` names a GGUF, default Qwen2.5-Coder-1.5B).
 //!
-//! For each weight type the model has, one thread runs the one-token kernel over a tensor of
+//! For each weight type the model has (and each type the kernels in use read regrouped by
+//! `quant::x8`, as ` x8`), one thread runs the one-token kernel over a tensor of
 //! that type twice: hot (a slice that fits in L2, repeated) and streaming (every matrix of that
 //! type in turn, as a generated token reads them), and prints the GB/s of weights read per
 //! second of the thread's own CPU time (time the thread spent descheduled by other work on a
@@ -27,7 +28,9 @@ fn thread_cpu_seconds() -> f64 {
     t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }
 
-fn run(ty: GgmlType, cols: usize, w: &[u8], reps: usize) -> f64 {
+/// GB/s of `reps` one-token products with `w` (`cols` columns of `ty`), regrouped by
+/// `quant::x8` (`x8`) or as they are.
+fn run_with(ty: GgmlType, cols: usize, w: &[u8], reps: usize, x8: bool) -> f64 {
     let act_ty = ty.vec_dot_type();
     let x: Vec<f32> = (0..cols)
         .map(|i| ((i * 7919) % 113) as f32 / 57.0 - 1.0)
@@ -37,10 +40,11 @@ fn run(ty: GgmlType, cols: usize, w: &[u8], reps: usize) -> f64 {
     let packed = quant::pack_single(ty, cols, &qx);
     let rows = w.len() / (ty.block_bytes() * cols / ty.block_elems());
     let mut out = vec![0f32; rows];
-    quant::matvec(w, &packed, &mut out);
+    let f = if x8 { quant::x8::matvec } else { quant::matvec };
+    f(w, &packed, &mut out);
     let t = thread_cpu_seconds();
     for _ in 0..reps {
-        quant::matvec(w, &packed, &mut out);
+        f(w, &packed, &mut out);
     }
     (w.len() * reps) as f64 / (thread_cpu_seconds() - t) / 1e9
 }
@@ -58,7 +62,13 @@ fn matvec_gb_per_second() {
     let mut types: Vec<GgmlType> = f.tensors().iter().map(|t| t.ty).collect();
     types.sort_by_key(|t| format!("{t}"));
     types.dedup();
-    for ty in types {
+    let mut variants: Vec<(GgmlType, bool)> = types.iter().map(|&t| (t, false)).collect();
+    for &t in &types {
+        if quant::x8::can_regroup(t, 8) {
+            variants.push((t, true));
+        }
+    }
+    for (ty, x8) in variants {
         if !quant::has_matvec(ty) {
             continue;
         }
@@ -71,25 +81,37 @@ fn matvec_gb_per_second() {
         let cols = first.dims[0] as usize;
         let row_bytes = ty.block_bytes() * cols / ty.block_elems();
         let hot_rows = (512 * 1024 / row_bytes / 8).max(1) * 8;
-        let hot = &f.tensor_data(first)[..hot_rows * row_bytes];
-        let hot_gbs = run(ty, cols, hot, 400);
-        // Every page mapped before timing: the first pass only faults the file in.
-        for m in &mats {
-            run(ty, m.dims[0] as usize, f.tensor_data(m), 0);
+        // Both variants read copies in anonymous memory.
+        let data = |m: &llamafile::gguf::TensorInfo, rows: usize| -> Vec<u8> {
+            let d = &f.tensor_data(m)[..rows * ty.block_bytes() * m.dims[0] as usize / 256];
+            if x8 {
+                quant::x8::regroup(ty, d, rows, m.dims[0] as usize / 256)
+            } else {
+                d.to_vec()
+            }
+        };
+        let hot = data(first, hot_rows);
+        let hot_gbs = run_with(ty, cols, &hot, 400, x8);
+        let mats: Vec<_> = mats
+            .iter()
+            .map(|m| (m.dims[0] as usize, data(m, m.dims[1] as usize)))
+            .collect();
+        // Every page touched before timing.
+        for (c, w) in &mats {
+            run_with(ty, *c, w, 0, x8);
         }
         let t = thread_cpu_seconds();
         let mut bytes = 0usize;
         for _ in 0..2 {
-            for m in &mats {
-                let w = f.tensor_data(m);
-                let c = m.dims[0] as usize;
-                run(ty, c, w, 1);
+            for (c, w) in &mats {
+                run_with(ty, *c, w, 1, x8);
                 bytes += 2 * w.len();
             }
         }
         let stream_gbs = bytes as f64 / (thread_cpu_seconds() - t) / 1e9;
         println!(
-            "{ty}: hot {hot_gbs:.1} GB/s ({} KiB), streaming {stream_gbs:.1} GB/s over {} matrices ({} MB)",
+            "{ty}{}: hot {hot_gbs:.1} GB/s ({} KiB), streaming {stream_gbs:.1} GB/s over {} matrices ({} MB)",
+            if x8 { " x8" } else { "" },
             hot.len() / 1024,
             mats.len(),
             bytes / 4_000_000

@@ -192,6 +192,7 @@ fn tower_matmul_speed() {
                 rows,
                 cols,
                 data: &data,
+                x8: None,
             };
             let x: Vec<f32> = (0..n * cols)
                 .map(|i| (i * 31 % 97) as f32 / 97.0 - 0.5)

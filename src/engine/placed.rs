@@ -379,7 +379,7 @@ impl PlacedModel {
             Some(done) => done?,
             None => {
                 let out = &self.weights.output;
-                matmul(&out.mat(&self.file), h, n_rows, &mut logits);
+                matmul(&out.cpu_mat(&self.file), h, n_rows, &mut logits);
                 LoraAdapters::new(&self.lora, lora).apply_named(
                     &out.info.name,
                     0..cfg.n_vocab,

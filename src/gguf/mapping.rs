@@ -101,6 +101,19 @@ impl SharedBytes {
         Ok(bytes)
     }
 
+    /// `len` bytes of anonymous memory (transparent huge pages where the kernel has them, as
+    /// [`SharedBytes::read_file_range`]), written once by `fill` and then shared read-only: the
+    /// home of data derived from the weights at load, such as regrouped copies.
+    pub fn anon_filled(len: usize, fill: impl FnOnce(&mut [u8])) -> std::io::Result<SharedBytes> {
+        let mut mem = memmap2::MmapMut::map_anon(len.max(1))?;
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        let _ = mem.advise(memmap2::Advice::HugePage);
+        fill(&mut mem[..len]);
+        let mut bytes = SharedBytes::from_mmap(mem.make_read_only()?);
+        bytes.len = len;
+        Ok(bytes)
+    }
+
     /// Shares an existing read-only mapping.
     pub fn from_mmap(map: Mmap) -> SharedBytes {
         let len = map.len();

@@ -152,7 +152,10 @@ impl LoraAdapter {
         // Pair the halves by the adapted weight's name.
         let mut halves: HashMap<String, (Option<Tensor>, Option<Tensor>)> = HashMap::new();
         for info in file.tensors() {
-            let t = Tensor { info: info.clone() };
+            let t = Tensor {
+                info: info.clone(),
+                x8: Default::default(),
+            };
             if let Some(base) = info.name.strip_suffix(".lora_a") {
                 halves.entry(base.to_string()).or_default().0 = Some(t);
             } else if let Some(base) = info.name.strip_suffix(".lora_b") {

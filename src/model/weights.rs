@@ -7,13 +7,13 @@
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::classifier::Classifier;
 use super::encoder::EncoderWeights;
 use super::mla::{MlaConfig, MlaQuery, MlaWeights};
 use super::{Config, ModelError, MoeConfig, NormPlacement, RopeFactors};
-use crate::gguf::{GgufFile, TensorInfo};
+use crate::gguf::{GgufFile, SharedBytes, TensorInfo};
 use crate::ops::QMat;
 use crate::quant::GgmlType;
 
@@ -21,6 +21,57 @@ use crate::quant::GgmlType;
 #[derive(Clone, Debug)]
 pub struct Tensor {
     pub info: TensorInfo,
+    /// Its regrouped copy for the CPU kernels, made on first use ([`Tensor::cpu_mat`]).
+    pub x8: Regrouped,
+}
+
+/// A K-quant tensor's rows regrouped eight at a time (`quant::x8`) for the CPU's one-token
+/// and small-batch kernels, made the first time the CPU multiplies by the tensor and shared by
+/// the tensor's clones; `None` inside when the tensor cannot or should not be regrouped.
+/// Setting `LLAMAFILE_X8=0` keeps every tensor as it is in the file (for comparisons).
+#[derive(Clone, Default)]
+pub struct Regrouped(Arc<OnceLock<Option<SharedBytes>>>);
+
+impl std::fmt::Debug for Regrouped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match self.0.get() {
+            None => "not yet",
+            Some(None) => "no",
+            Some(Some(_)) => "yes",
+        };
+        write!(f, "Regrouped({state})")
+    }
+}
+
+impl Regrouped {
+    /// The regrouped bytes of `m` (the whole tensor), made now if they were not yet.
+    fn get_or_make(&self, m: &QMat) -> Option<&[u8]> {
+        self.0
+            .get_or_init(|| regroup(m))
+            .as_ref()
+            .map(|b| b.as_slice())
+    }
+}
+
+/// `m` regrouped, when the kernels in use read its type so and it has whole groups of rows.
+fn regroup(m: &QMat) -> Option<SharedBytes> {
+    use crate::quant::x8;
+    static ENABLED: OnceLock<bool> = OnceLock::new();
+    let enabled = *ENABLED.get_or_init(|| std::env::var("LLAMAFILE_X8").as_deref() != Ok("0"));
+    if !enabled || !x8::can_regroup(m.ty, m.rows) {
+        return None;
+    }
+    let n_blocks = m.cols / crate::quant::QK_K;
+    let group_bytes = x8::ROWS * m.row_bytes();
+    // Anonymous memory that fails to map leaves the tensor as it is: only slower.
+    SharedBytes::anon_filled(m.data.len(), |dst| {
+        crate::pool::global().for_each_chunk(dst, 64 * group_bytes, |i, part| {
+            let src = &m.data[i * 64 * group_bytes..][..part.len()];
+            let rows = part.len() / m.row_bytes();
+            x8::regroup_into(m.ty, src, rows, n_blocks, part);
+        });
+    })
+    .ok()
 }
 
 impl Tensor {
@@ -33,7 +84,15 @@ impl Tensor {
             rows: d[1..].iter().product::<u64>() as usize,
             cols: d[0] as usize,
             data: file.tensor_data(&self.info),
+            x8: None,
         }
+    }
+
+    /// [`Tensor::mat`] with the regrouped copy the CPU kernels read (made on the first call).
+    pub fn cpu_mat<'a>(&'a self, file: &'a GgufFile) -> QMat<'a> {
+        let mut m = self.mat(file);
+        m.x8 = self.x8.get_or_make(&m);
+        m
     }
 
     /// The tensor's values as f32 (small vectors: norms and biases).
@@ -67,6 +126,11 @@ impl RowView {
     /// The rows as a matrix borrowing from `file` (a sub-slice of the tensor's bytes).
     pub fn mat<'a>(&self, file: &'a GgufFile) -> QMat<'a> {
         self.tensor.mat(file).row_range(self.rows.clone())
+    }
+
+    /// [`RowView::mat`] with the tensor's regrouped copy ([`Tensor::cpu_mat`]).
+    pub fn cpu_mat<'a>(&'a self, file: &'a GgufFile) -> QMat<'a> {
+        self.tensor.cpu_mat(file).row_range(self.rows.clone())
     }
 }
 
@@ -354,7 +418,10 @@ impl Lookup<'_> {
                 ty: info.ty,
             });
         }
-        Ok(Tensor { info: info.clone() })
+        Ok(Tensor {
+            info: info.clone(),
+            x8: Regrouped::default(),
+        })
     }
 
     pub(super) fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {

@@ -12,6 +12,9 @@ pub struct QMat<'a> {
     pub rows: usize,
     pub cols: usize,
     pub data: &'a [u8],
+    /// The same rows regrouped eight at a time (`quant::x8`, K-quants), when the model
+    /// made that copy for the CPU; products then read it instead of `data`.
+    pub x8: Option<&'a [u8]>,
 }
 
 impl<'a> QMat<'a> {
@@ -31,12 +34,18 @@ impl<'a> QMat<'a> {
         quant::dequantize_row(self.ty, self.row(r), out);
     }
 
-    /// Rows `rows` as a matrix of their own (a sub-slice of the bytes, nothing copied).
+    /// Rows `rows` as a matrix of their own (a sub-slice of the bytes, nothing copied; the
+    /// regrouped copy only when the range is whole groups of eight rows).
     pub fn row_range(&self, rows: std::ops::Range<usize>) -> QMat<'a> {
         let rb = self.row_bytes();
+        let whole_groups = quant::x8::whole_groups(&rows);
         QMat {
             rows: rows.len(),
             data: &self.data[rows.start * rb..rows.end * rb],
+            x8: self
+                .x8
+                .filter(|_| whole_groups)
+                .map(|x| &x[rows.start * rb..rows.end * rb]),
             ..*self
         }
     }
@@ -84,6 +93,9 @@ pub fn matmul(w: &QMat, x: &[f32], n: usize, out: &mut [f32]) {
         }
     }
 
+    if let Some(x8) = w.x8 {
+        return regrouped(w, x8, &qx, n, out);
+    }
     let threads = pool.threads();
     let rb = w.row_bytes();
     if n == 1 && quant::has_matvec(w.ty) {
@@ -142,6 +154,36 @@ pub fn matmul(w: &QMat, x: &[f32], n: usize, out: &mut [f32]) {
         for (i, dst) in chunk.chunks_exact_mut(n).enumerate() {
             quant::vec_dot_rows(w.ty, w.cols, w.row(r0 + i), &qx, act_row, dst);
         }
+    });
+    transpose_into(&by_row, n, out, w.rows);
+}
+
+/// A product with the regrouped copy `x8` of `w` (`quant::x8`), split by weight rows in
+/// whole groups of eight: one token through the matrix-vector kernel, a batch through the
+/// kernel that takes up to four tokens per pass over a group (then transposed).
+fn regrouped(w: &QMat, x8: &[u8], qx: &[u8], n: usize, out: &mut [f32]) {
+    use quant::x8;
+    let pool = pool::global();
+    let rb = w.row_bytes();
+    let rows_per_task = task_rows(w.rows, pool.threads()).next_multiple_of(x8::ROWS);
+    if n == 1 {
+        let packed = quant::pack_single(w.ty, w.cols, qx);
+        if x8.len() < MIN_PARALLEL_BYTES {
+            return x8::matvec(x8, &packed, out);
+        }
+        pool.for_each_chunk(out, rows_per_task, |task, chunk| {
+            let r0 = task * rows_per_task;
+            x8::matvec(&x8[r0 * rb..(r0 + chunk.len()) * rb], &packed, chunk);
+        });
+        return;
+    }
+    let n_blocks = w.cols / quant::QK_K;
+    let mut by_row = vec![0f32; w.rows * n];
+    pool.for_each_chunk(&mut by_row, rows_per_task * n, |task, chunk| {
+        let r0 = task * rows_per_task;
+        let nr = chunk.len() / n;
+        let rows = &x8[r0 * rb..(r0 + nr) * rb];
+        x8::gemm(w.ty, rows, nr, n_blocks, qx, chunk, 1, n);
     });
     transpose_into(&by_row, n, out, w.rows);
 }
@@ -226,6 +268,7 @@ mod tests {
             rows,
             cols,
             data: &bytes,
+            x8: None,
         };
         for n in [1, 3, n] {
             let mut out = vec![0.0; n * rows];

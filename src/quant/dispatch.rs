@@ -28,6 +28,16 @@ pub(crate) type GemmFn = fn(
 /// Matrix-vector product of weight rows with one packed token (see `quant::gemm::matvec`;
 /// lengths already checked).
 pub(crate) type MatvecFn = fn(w: &[u8], acts: &super::gemm::PackedActs, out: &mut [f32]);
+/// Product of regrouped K-quant rows (`quant::x8`) with Q8_K token rows (lengths already
+/// checked): `out[t · t_stride + r · r_stride]`.
+pub(crate) type X8GemmFn = fn(
+    w: &[u8],
+    rows: usize,
+    ys: &[&[super::q8_k::BlockQ8K]],
+    out: &mut [f32],
+    t_stride: usize,
+    r_stride: usize,
+);
 /// Quantization of an f32 row (lengths already checked).
 pub(crate) type QuantizeFn = fn(src: &[f32], dst: &mut [u8]);
 /// Dequantization of a row (lengths already checked).
@@ -49,6 +59,10 @@ pub(crate) struct Kernels {
     pub gemm: [Option<GemmFn>; N_TYPES],
     /// Matrix-vector kernels over a packed token; `None` where the variant has none.
     pub matvec: [Option<MatvecFn>; N_TYPES],
+    /// Kernels over weights regrouped by eight rows (`quant::x8`), by [`slot`] of the weight
+    /// type; `None` where the variant has none (then weights of that type are not regrouped).
+    pub x8_matvec: [Option<MatvecFn>; N_TYPES],
+    pub x8_gemm: [Option<X8GemmFn>; N_TYPES],
     /// Indexed by [`slot`] of the target type; `None` where no quantizer exists.
     pub quantize: [Option<QuantizeFn>; N_TYPES],
 }
@@ -113,6 +127,8 @@ pub(crate) fn scalar() -> Kernels {
         vec_dot_rows: [None; N_TYPES],
         gemm: [None; N_TYPES],
         matvec: [None; N_TYPES],
+        x8_matvec: [None; N_TYPES],
+        x8_gemm: [None; N_TYPES],
         quantize: [None; N_TYPES],
     };
     use GgmlType as T;

@@ -44,6 +44,7 @@ mod q8_k;
 #[cfg(test)]
 mod tests;
 mod types;
+pub mod x8;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

@@ -139,6 +139,7 @@ impl OwnedMat {
             rows: self.rows,
             cols: self.cols,
             data: &self.data,
+            x8: None,
         }
     }
 }
@@ -537,7 +538,10 @@ impl<'a> Lookup<'a> {
                 ty: info.ty,
             });
         }
-        Ok(Tensor { info: info.clone() })
+        Ok(Tensor {
+            info: info.clone(),
+            x8: Default::default(),
+        })
     }
 
     /// A tensor multiplied by the kernels: its type must have a dot product.

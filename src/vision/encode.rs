@@ -121,6 +121,7 @@ impl Projector {
                 rows: e,
                 cols: k,
                 data,
+                x8: None,
             };
             matmul(&kernel, &patches, cols * rows, out);
         }

@@ -97,7 +97,7 @@ pub(super) fn attention_block<C: BorrowMut<KvCache> + Sync>(
         hadamard(&mut s.attn, r);
     }
 
-    let wo = layer.wo.mat(file);
+    let wo = layer.wo.cpu_mat(file);
     matmul(&wo, &s.attn, n, &mut s.h);
     s.lora
         .apply_named(&layer.wo.info.name, 0..wo.rows, &s.attn, n, &mut s.h);
@@ -276,12 +276,12 @@ pub(super) fn dense_ffn(
     let ff = ffn.gate.rows.len();
     gate.resize(n * ff, 0.0);
     up.resize(n * ff, 0.0);
-    matmul(&ffn.gate.mat(file), h, n, gate);
+    matmul(&ffn.gate.cpu_mat(file), h, n, gate);
     lora.apply(&ffn.gate, h, n, gate);
-    matmul(&ffn.up.mat(file), h, n, up);
+    matmul(&ffn.up.cpu_mat(file), h, n, up);
     lora.apply(&ffn.up, h, n, up);
     activate(act, gate, up);
-    matmul(&ffn.down.mat(file), gate, n, out);
+    matmul(&ffn.down.cpu_mat(file), gate, n, out);
     lora.apply(&ffn.down, gate, n, out);
 }
 
@@ -303,7 +303,7 @@ fn project(
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) {
-    matmul(&w.mat(file), x, n, out);
+    matmul(&w.cpu_mat(file), x, n, out);
     lora.apply(w, x, n, out);
     if let Some(b) = bias {
         for row in out.chunks_exact_mut(b.len()) {

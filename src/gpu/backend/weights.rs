@@ -148,6 +148,7 @@ mod tests {
             rows: 1,
             cols: 256,
             data: &[],
+            x8: None,
         };
         assert_eq!(
             check_matrix("blk.0.ffn_down.weight", &m)
@@ -160,6 +161,7 @@ mod tests {
             rows: 1,
             cols: 40,
             data: &[],
+            x8: None,
         };
         assert!(matches!(
             check_matrix("t", &m),
@@ -174,6 +176,7 @@ mod tests {
             rows: 1,
             cols: 64,
             data: &[],
+            x8: None,
         };
         for il in [1, 12] {
             let e = check_matrix(&format!("blk.{il}.ffn_down"), &m).unwrap_err();

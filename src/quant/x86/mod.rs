@@ -19,6 +19,9 @@ mod tiles32;
 mod tiles32_avx2;
 mod tiles_k;
 mod tiles_k_avx2;
+mod x8_avx2;
+mod x8_q4k_avx2;
+mod x8_q6k_avx2;
 
 use super::block::{as_blocks, as_blocks_mut};
 use super::dispatch::{by_rows, slot, Kernels};
@@ -108,6 +111,14 @@ fn install_k_tiles_avx2(k: &mut Kernels) {
     k.matvec[slot(T::Q4K)] = Some(|w, a, o| unsafe { matvec_k_avx2::matvec_q4_k(w, a, o) });
     k.matvec[slot(T::Q5K)] = Some(|w, a, o| unsafe { matvec::<Q5K>(w, a, o) });
     k.matvec[slot(T::Q6K)] = Some(|w, a, o| unsafe { matvec_k_avx2::matvec_q6_k(w, a, o) });
+    use x8_q4k_avx2::Q4K as X4;
+    use x8_q6k_avx2::Q6K as X6;
+    k.x8_matvec[slot(T::Q4K)] = Some(|w, a, o| unsafe { x8_avx2::matvec::<X4>(w, a, o) });
+    k.x8_matvec[slot(T::Q6K)] = Some(|w, a, o| unsafe { x8_avx2::matvec::<X6>(w, a, o) });
+    k.x8_gemm[slot(T::Q4K)] =
+        Some(|w, n, y, o, ts, rs| unsafe { x8_avx2::gemm::<X4>(w, n, y, o, ts, rs) });
+    k.x8_gemm[slot(T::Q6K)] =
+        Some(|w, n, y, o, ts, rs| unsafe { x8_avx2::gemm::<X6>(w, n, y, o, ts, rs) });
 }
 
 /// The AVX2 table `k` with the AVX-512 (BW, VNNI) kernels installed, or `None` if this CPU lacks them.
