@@ -446,8 +446,15 @@ fn gemm_equals_vec_dot() {
             let cases: &[(usize, usize, usize)] = if k_quant {
                 &[(256, 1, 1), (512, 7, 5), (768, 9, 14)]
             } else if ty.block_elems() == 1 {
-                // 16-bit weights: long rows make several of the tile loop's row blocks.
-                &[(32, 1, 1), (96, 7, 5), (320, 9, 14), (16384, 29, 7)]
+                // 16-bit weights: long rows make several of the tile loop's row blocks and
+                // (AVX2) k-chunks, 1100 a tail after its chunks.
+                &[
+                    (32, 1, 1),
+                    (96, 7, 5),
+                    (320, 9, 14),
+                    (16384, 29, 7),
+                    (1100, 5, 8),
+                ]
             } else {
                 &[(32, 1, 1), (96, 7, 5), (320, 9, 14), (64, 10, 19)]
             };

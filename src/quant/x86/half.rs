@@ -313,7 +313,114 @@ pub(super) unsafe fn gemm_avx2<H: Half>(
     r_stride: usize,
 ) {
     // SAFETY: the caller guarantees the CPU features.
-    unsafe { gemm_shape::<H, 1, 3>(Width::Ymm, w, rows, acts, pairs, out, t_stride, r_stride) }
+    unsafe {
+        if acts.n_blocks > K_CHUNK {
+            gemm_chunked::<H, 3>(w, rows, acts, pairs, out, t_stride, r_stride)
+        } else {
+            gemm_shape::<H, 1, 3>(Width::Ymm, w, rows, acts, pairs, out, t_stride, r_stride)
+        }
+    }
+}
+
+/// Elements of one k-chunk of [`gemm_chunked`]: three tokens' activations over a chunk (12 KiB
+/// of f32) stay in L1 while a block of weight rows passes them, where whole rows of a wide
+/// product (three tokens × 3072 elements, 36 KiB) would be streamed from L2 once per weight row.
+const K_CHUNK: usize = 1024;
+
+/// [`gemm_shape`]'s AVX2 `1 × T` tiles for rows longer than [`K_CHUNK`]: for each row block and
+/// token group, the rows' accumulators wait in memory between k-chunks. Each accumulator adds
+/// the same products in the same order as in [`tile256`], so the bits are the same.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn gemm_chunked<H: Half, const T: usize>(
+    w: &[u8],
+    rows: usize,
+    acts: &PackedActs,
+    pairs: Range<usize>,
+    out: &mut [f32],
+    t_stride: usize,
+    r_stride: usize,
+) {
+    const { assert!(T == 3, "token remainders are dispatched up to two") };
+    let n = acts.n_blocks;
+    let (t_begin, t_end) = (2 * pairs.start, (2 * pairs.end).min(acts.n_tokens));
+    assert!(w.len() >= rows * 2 * n && acts.half.len() >= t_end * n);
+    let block = (ROW_BLOCK_BYTES / (2 * n).max(1)).max(1);
+    let mut put = |r: usize, t: usize, v: f32| out[(t - t_begin) * t_stride + r * r_stride] = v;
+    let mut b0 = 0;
+    while b0 < rows {
+        let b1 = (b0 + block).min(rows);
+        let mut t0 = t_begin;
+        while t0 < t_end {
+            let nt = (t_end - t0).min(T);
+            let g = &mut put;
+            // SAFETY: rows `b0..b1` and tokens `t0..t0 + nt` exist (asserted above); the
+            // caller guarantees the CPU features.
+            unsafe {
+                match nt {
+                    1 => chunked_group::<H, 1>(w, n, b0..b1, acts, t0, g),
+                    2 => chunked_group::<H, 2>(w, n, b0..b1, acts, t0, g),
+                    _ => chunked_group::<H, T>(w, n, b0..b1, acts, t0, g),
+                }
+            }
+            t0 += nt;
+        }
+        b0 = b1;
+    }
+}
+
+/// Tokens `t0..t0 + T` against weight rows `rows`, k-chunk by k-chunk (see [`gemm_chunked`]).
+///
+/// # Safety
+/// The rows and tokens exist; the CPU must support AVX2, FMA and F16C.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+unsafe fn chunked_group<H: Half, const T: usize>(
+    w: &[u8],
+    n: usize,
+    rows: Range<usize>,
+    acts: &PackedActs,
+    t0: usize,
+    put: &mut impl FnMut(usize, usize, f32),
+) {
+    let row = |r: usize| w[2 * n * r..].as_ptr();
+    let x: [*const f32; T] = std::array::from_fn(|t| acts.half[n * (t0 + t)..].as_ptr());
+    let main = n / 32 * 32;
+    let mut state = vec![[[_mm256_setzero_ps(); 4]; T]; rows.len()];
+    let mut c0 = 0;
+    while c0 < main {
+        let c1 = (c0 + K_CHUNK).min(main);
+        for (s, r) in state.iter_mut().zip(rows.clone()) {
+            let wr = row(r);
+            let mut acc = *s;
+            let mut i = c0;
+            // SAFETY: offsets stay below `main` elements of the row and the tokens.
+            unsafe {
+                while i < c1 {
+                    for k in 0..4 {
+                        let wv = H::widen8(wr.add(2 * (i + 8 * k)));
+                        for t in 0..T {
+                            let xv = x[t].load8(i + 8 * k);
+                            acc[t][k] = _mm256_fmadd_ps(wv, xv, acc[t][k]);
+                        }
+                    }
+                    i += 32;
+                }
+            }
+            *s = acc;
+        }
+        c0 = c1;
+    }
+    for (s, r) in state.iter().zip(rows) {
+        for t in 0..T {
+            // SAFETY: the row and token hold `n` elements.
+            let v = unsafe { finish::<H, _>(s[t], row(r), x[t], main, n) };
+            put(r, t0 + t, v);
+        }
+    }
 }
 
 /// Tile-kernel entry, 512-bit: tiles of three rows × four tokens (twenty-four accumulator
