@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Regenerates llama.cpp's image embeddings of the synthetic SigLIP projectors for
-tests/vision_siglip.rs and of the Pixtral ones for tests/vision_pixtral.rs, and llama-mtmd-cli's
-greedy text after images on the synthetic Gemma 3, SmolVLM and Pixtral pairs for
-tests/vision_llama_cpp.rs (tests/data/vision/README.md describes the files).
+tests/vision_siglip.rs, of the Pixtral ones for tests/vision_pixtral.rs and of the Qwen2-VL one for
+tests/vision_qwen2vl.rs, and llama-mtmd-cli's greedy text after images on the synthetic Gemma 3,
+SmolVLM, Pixtral and Qwen2-VL pairs for tests/vision_llama_cpp.rs (tests/data/vision/README.md
+describes the files).
 
     tools/make-vision-refs.py [--bin DIR] [--out DIR] [--vocab-from SMOLLM2.gguf]
 
-For each projector (`tools/synth-model.py --mmproj gemma3|smolvlm|pixtral|mistral3 f16|q8_0`)
+For each projector (`tools/synth-model.py --mmproj gemma3|smolvlm|pixtral|mistral3|qwen2vl f16|q8_0`)
 and test picture (the tests' `picture(W, H)`, as a PNG), runs `llama-mtmd-cli` (from --bin, default
 ~/.cache/llama-cpp-ref/bin) with the family's synthetic text model, 2 threads, flash attention
 off, and its `MTMD_DEBUG_EMBEDDINGS` hook pointed at a pipe: the hook writes
@@ -40,6 +41,7 @@ CASES = {
     "smolvlm": [(130, 50), (90, 170)],
     "pixtral": [(130, 50), (90, 170)],
     "mistral3": [(130, 50), (90, 170)],
+    "qwen2vl": [(130, 50), (90, 170)],
 }
 
 
@@ -67,6 +69,11 @@ GREEDY = [
     ("pixtral", "mistral-v7", "Look: <__media__> What is it?", [(90, 170)]),
     ("mistral3", "mistral-v7", "Describe.", [(90, 170)]),
     ("mistral3", "mistral-v7", "Compare them.", [(130, 50), (90, 170)]),
+    # Qwen2-VL: "Compare them." after these two pictures is a near tie at its ninth token
+    # (llama.cpp's f16 and Q8_0 projectors choose apart), so the two-image case names both places.
+    ("qwen2vl", "chatml", "Describe.", [(130, 50)]),
+    ("qwen2vl", "chatml", "Look: <__media__> What is it?", [(90, 170)]),
+    ("qwen2vl", "chatml", "Compare them: <__media__> and <__media__>.", [(130, 50), (90, 170)]),
 ]
 
 

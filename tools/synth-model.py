@@ -11,7 +11,7 @@ the SHA-256 recorded with the reference logits).
 
     tools/synth-model.py FAMILY TYPE OUT.gguf [--vocab-from SMOLLM2.gguf]
     tools/synth-model.py --mmproj FAMILY TYPE OUT.gguf   (a vision projector: llava, gemma3,
-                                                          smolvlm, pixtral, mistral3)
+                                                          smolvlm, pixtral, mistral3, qwen2vl)
     tools/synth-model.py --lora NAME FAMILY f16 OUT.gguf   (a LoRA adapter for FAMILY's model:
                                                           see LORAS)
     tools/synth-model.py --list
@@ -162,6 +162,17 @@ FAMILIES = {
                      extra_tokens=["[IMG]", "[IMG_BREAK]", "[IMG_END]"],
                      mmproj=dict(type="pixtral", image_size=1024, patch_size=16, n_embd=128,
                                  n_head=4, n_ff=320, n_layer=3, eps=1e-5, merge=2)),
+    # Qwen2-VL's text side (qwen2 with M-RoPE: the head's 32 rotated pairs in sections of 8,
+    # 12, 12 and 0 for time, height, width and extra, as the real 16/24/24/0 of 64; Q/K/V
+    # biases; its image markers added to the vocabulary) for the synthetic `qwen2vl_merger`
+    # projector: images at their own size in 14-pixel patches, 2x2 windows merged into one
+    # token (8 to 4096 tokens), two patch kernels, LayerNorm ViT with 2-D RoPE, quick GELU.
+    "qwen2vl": dict(arch="qwen2vl", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
+                    n_layer=2, rope_base=1000000.0, output=True, qkv_bias=True,
+                    rope_sections=[8, 12, 12, 0],
+                    extra_tokens=["<|vision_start|>", "<|vision_end|>"],
+                    mmproj=dict(type="qwen2vl_merger", image_size=560, patch_size=14,
+                                n_embd=128, n_head=4, n_ff=320, n_layer=3, eps=1e-6)),
     # BERT encoders (bge-small/MiniLM style: learned positions, token types, post-norms, GELU),
     # with their own small WordPiece vocabulary (BERT_WORDS; --vocab-from is not read): `bert`
     # an embedding model (mean pooling), `bert-rerank` a bge-reranker-style cross-encoder (rank
@@ -357,6 +368,8 @@ def build(family, wtype, out_path, vocab_path):
         w.add_rope_scaling_factor(y["factor"])
         w.add_rope_scaling_orig_ctx_len(y["orig_ctx"])
         w.add_rope_scaling_yarn_log_mul(0.1 * y["mscale_all_dim"])
+    if p.get("rope_sections"):
+        w.add_rope_dimension_sections(p["rope_sections"])
     if p.get("key_length"):
         w.add_key_length(hd)
         w.add_value_length(hd)
@@ -600,6 +613,9 @@ def build_mmproj(family, wtype, out_path):
     if ty == "pixtral":
         build_pixtral_mmproj(family, wtype, out_path)
         return
+    if ty == "qwen2vl_merger":
+        build_qwen2vl_mmproj(family, wtype, out_path)
+        return
     siglip = ty in ("gemma3", "idefics3")
     e, ff, ps, size = v["n_embd"], v["n_ff"], v["patch_size"], v["image_size"]
     n_text = p["n_embd"]
@@ -760,6 +776,77 @@ def build_pixtral_mmproj(family, wtype, out_path):
     if not merge:
         vec("mm.2.bias", n_text, 0.1)
     vec("v.token_embd.img_break", n_text, 1.0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(tmp, out_path)
+
+
+def build_qwen2vl_mmproj(family, wtype, out_path):
+    """FAMILY's `qwen2vl_merger` projector as llama.cpp's converter writes Qwen2-VL's: the
+    temporal patch kernel split into two frames (`v.patch_embd.weight` and `.weight.1`, f16, no
+    bias), no learned positions or class token, LayerNorm blocks with biases everywhere, quick
+    GELU (neither use_gelu nor use_silu), the merger's LayerNorm as `v.post_ln`, and `mm.0`
+    (4·n_embd wide, the 2x2 window) and `mm.2` with biases."""
+    p = FAMILIES[family]
+    v = p["mmproj"]
+    e, ff, ps, size = v["n_embd"], v["n_ff"], v["patch_size"], v["image_size"]
+    n_text = p["n_embd"]
+    seed = sum(ord(c) * 131 ** i for i, c in enumerate(family + "/mmproj")) & ((1 << 63) - 1)
+    rng = SplitMix64(seed)
+    tmp = f"{out_path}.tmp{os.getpid()}"
+    w = gguf.GGUFWriter(tmp, "clip")
+    w.add_name("tiny synthetic projector")
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.has_text_encoder", False)
+    w.add_string("clip.projector_type", "qwen2vl_merger")
+    w.add_uint32("clip.vision.image_size", size)
+    w.add_uint32("clip.vision.patch_size", ps)
+    w.add_uint32("clip.vision.embedding_length", e)
+    w.add_uint32("clip.vision.feed_forward_length", ff)
+    w.add_uint32("clip.vision.projection_dim", n_text)
+    w.add_uint32("clip.vision.attention.head_count", v["n_head"])
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", v["eps"])
+    w.add_uint32("clip.vision.block_count", v["n_layer"])
+    w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
+    w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if wtype == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
+
+    def values(n, amp, centre=0.0):
+        return rng.uniform(n) * np.float32(amp) + np.float32(centre)
+
+    def mat(name, rows, cols):
+        x = values(rows * cols, 1.0 / np.sqrt(cols)).reshape(rows, cols)
+        if wtype == "f16":
+            w.add_tensor(name, x.astype(np.float16))
+        else:
+            w.add_tensor(name, quantize_q8_0(x), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
+    def vec(name, n, amp, centre=0.0):
+        w.add_tensor(name, values(n, amp, centre))
+
+    for suffix in ("", ".1"):
+        kernel = values(e * 3 * ps * ps, 1.0 / np.sqrt(6 * ps * ps)).reshape(e, 3, ps, ps)
+        w.add_tensor("v.patch_embd.weight" + suffix, kernel.astype(np.float16))
+    for il in range(v["n_layer"]):
+        b = f"v.blk.{il}."
+        for part in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            mat(b + part + ".weight", e, e)
+            vec(b + part + ".bias", e, 0.1)
+        for ln in ("ln1", "ln2"):
+            vec(b + ln + ".weight", e, 0.2, 1.0)
+            vec(b + ln + ".bias", e, 0.2)
+        mat(b + "ffn_up.weight", ff, e)
+        vec(b + "ffn_up.bias", ff, 0.1)
+        mat(b + "ffn_down.weight", e, ff)
+        vec(b + "ffn_down.bias", e, 0.1)
+    vec("v.post_ln.weight", e, 0.2, 1.0)
+    vec("v.post_ln.bias", e, 0.2)
+    mat("mm.0.weight", 4 * e, 4 * e)
+    vec("mm.0.bias", 4 * e, 0.1)
+    mat("mm.2.weight", n_text, 4 * e)
+    vec("mm.2.bias", n_text, 0.1)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -25,7 +25,7 @@ use crate::bundle::{resolve_model, Bundle};
 use crate::gguf::GgufFile;
 use crate::model::Batch;
 use crate::tokenizer::Tokenizer;
-use crate::vision::{self, ImageLayout, Projector, TileLayout, VisionError};
+use crate::vision::{self, ImageLayout, Projector, ProjectorType, TileLayout, VisionError};
 
 /// Where an image goes in prompt text (llama.cpp's `mtmd_default_marker()`).
 pub const MEDIA_MARKER: &str = "<__media__>";
@@ -129,6 +129,14 @@ pub enum MediaError {
          backend does not implement: run the model's blocks on the CPU (-ngl 0)"
     )]
     MropeBackend(String),
+    #[error(
+        "projector type '{projector}' places its image rows at 2-D positions (M-RoPE), which \
+         the model's architecture '{arch}' does not read: the projector is not for this model"
+    )]
+    NotMrope {
+        projector: &'static str,
+        arch: &'static str,
+    },
     #[error(
         "projector type '{projector}' places the token {text:?} around its images, and the \
          model's vocabulary has no such token"
@@ -327,6 +335,12 @@ impl Media {
         {
             return Err(MediaError::NonCausalBackend(b.name().to_string()));
         }
+        if self.projector.ty == ProjectorType::Qwen2vl && model.config.rope_sections.is_none() {
+            return Err(MediaError::NotMrope {
+                projector: self.projector.ty.name(),
+                arch: model.config.arch.name(),
+            });
+        }
         if let Some(b) = stages
             .iter()
             .find(|b| model.config.rope_sections.is_some() && b.name() != "cpu")
@@ -360,7 +374,7 @@ impl Media {
                         hash
                     },
                     n_tokens: rows.len() / p.n_embd_out(),
-                    grid: None,
+                    grid: p.token_grid(input),
                     rows,
                     bidirectional: !self.layout.causal,
                 })

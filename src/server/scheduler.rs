@@ -317,6 +317,11 @@ impl Worker<'_> {
             let t0 = Instant::now();
             let session = &mut slot.session;
             let result = match &action.op {
+                // Qwen2-VL's image positions are not in the slot file's format.
+                SlotOp::Save(_) if !session.rope_gaps.is_empty() => Err(ApiError::bad_request(
+                    "the slot holds an image of an M-RoPE model (Qwen2-VL), whose positions a \
+                     slot file does not keep: it cannot be saved",
+                )),
                 SlotOp::Save(path) => slot_file::save(session, &self.model_id, path)
                     .map(|n_bytes| (session.tokens.len(), n_bytes))
                     .map_err(|e| {

@@ -3,8 +3,8 @@
 //! the mapped file. Every tensor of the file must be one the encoder reads: a file of a variant
 //! this engine does not build is refused, naming a tensor it would ignore. Types built: `mlp`
 //! (LLaVA 1.5), `gemma3` (SigLIP, average pooling, soft-embedding norm, input projection),
-//! `idefics3` (SigLIP, pixel shuffle, one linear layer; SmolVLM) and `pixtral` (its own tower,
-//! loaded by `pixtral.rs`).
+//! `idefics3` (SigLIP, pixel shuffle, one linear layer; SmolVLM), `pixtral` (its own tower,
+//! loaded by `pixtral.rs`) and `qwen2vl_merger` (Qwen2-VL, loaded by `qwen2vl.rs`).
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -31,15 +31,20 @@ pub enum ProjectorType {
     /// budget), RMS-norm ViT with 2-D RoPE and a gated FFN, optionally a patch merger, a
     /// two-layer GELU MLP, and an `[IMG_BREAK]` row after each row of patches but the last.
     Pixtral,
+    /// Qwen2-VL (`qwen2vl_merger`): images at their own size (in whole 2×2 windows of patches,
+    /// within a token budget), two patch kernels summed, LayerNorm ViT with 2-D RoPE, the
+    /// merger (LayerNorm, each 2×2 window one row, two-layer GELU MLP).
+    Qwen2vl,
 }
 
 impl ProjectorType {
     /// Every type built, by its `clip.projector_type` name.
-    pub const ALL: [ProjectorType; 4] = [
+    pub const ALL: [ProjectorType; 5] = [
         ProjectorType::Mlp,
         ProjectorType::Gemma3,
         ProjectorType::Idefics3,
         ProjectorType::Pixtral,
+        ProjectorType::Qwen2vl,
     ];
 
     /// The name llama.cpp's files give the type (`clip.projector_type`).
@@ -49,6 +54,7 @@ impl ProjectorType {
             ProjectorType::Gemma3 => "gemma3",
             ProjectorType::Idefics3 => "idefics3",
             ProjectorType::Pixtral => "pixtral",
+            ProjectorType::Qwen2vl => "qwen2vl_merger",
         }
     }
 }
@@ -158,6 +164,9 @@ pub(super) enum Head {
     Idefics3 { fc: Linear },
     /// Pixtral's own tower and head (`pixtral.rs`); the generic tower fields are empty.
     Pixtral(Box<super::pixtral::Pixtral>),
+    /// Qwen2-VL's second patch kernel and merger MLP (`qwen2vl.rs`); the tower is in the
+    /// generic fields.
+    Qwen2vl(Box<super::qwen2vl::Qwen2vl>),
 }
 
 /// A LayerNorm's scale and shift.
@@ -202,6 +211,9 @@ impl Projector {
         if ty == ProjectorType::Pixtral {
             return super::pixtral::load(file, hparams);
         }
+        if ty == ProjectorType::Qwen2vl {
+            return super::qwen2vl::load(file, hparams);
+        }
         let l = Lookup::new(&file);
         let h = &hparams;
         let (e, ff, p) = (h.n_embd, h.n_ff, h.patch_size);
@@ -237,6 +249,7 @@ impl Projector {
                 fc: l.linear("mm.model.fc", e * h.n_merge * h.n_merge, None)?,
             },
             ProjectorType::Pixtral => unreachable!("pixtral::load loads its projectors"),
+            ProjectorType::Qwen2vl => unreachable!("qwen2vl::load loads its projectors"),
         };
         l.check_all_used()?;
         Ok(Projector {
@@ -261,6 +274,7 @@ impl Projector {
             Head::Gemma3 { input_proj, .. } => input_proj.rows,
             Head::Idefics3 { fc } => fc.w.info.dims[1] as usize,
             Head::Pixtral(p) => p.n_embd_out(),
+            Head::Qwen2vl(q) => q.n_embd_out(),
         }
     }
 
@@ -272,6 +286,10 @@ impl Projector {
             let s = self.hparams.image_size;
             return p.n_tokens_for(s, s, &self.hparams);
         }
+        if let Head::Qwen2vl(_) = &self.head {
+            let s = self.hparams.image_size;
+            return super::qwen2vl::n_tokens_for(s, s, &self.hparams);
+        }
         let s = self.hparams.tokens_per_side();
         s * s
     }
@@ -281,6 +299,9 @@ impl Projector {
     pub fn n_tokens_for(&self, width: usize, height: usize) -> usize {
         if let Head::Pixtral(p) = &self.head {
             return p.n_tokens_for(width, height, &self.hparams);
+        }
+        if let Head::Qwen2vl(_) = &self.head {
+            return super::qwen2vl::n_tokens_for(width, height, &self.hparams);
         }
         let inputs = match super::preprocess::tile_grid(width, height, self.ty, &self.hparams) {
             Some((cols, rows)) => cols * rows + 1,
@@ -427,13 +448,15 @@ fn hparams(file: &GgufFile, ty: ProjectorType) -> Result<VisionHparams, VisionEr
         }
     };
     let scale_key = match ty {
-        ProjectorType::Pixtral => "clip.vision.spatial_merge_size",
+        ProjectorType::Pixtral | ProjectorType::Qwen2vl => "clip.vision.spatial_merge_size",
         _ => "clip.vision.projector.scale_factor",
     };
     let n_merge = match ty {
         ProjectorType::Mlp => 1,
         // 1 for Pixtral-12B; Mistral Small 3.1's patch merger merges 2×2.
         ProjectorType::Pixtral => opt_u(scale_key)?.unwrap_or(1),
+        // 2 for Qwen2-VL (the loader refuses any other).
+        ProjectorType::Qwen2vl => opt_u(scale_key)?.unwrap_or(2),
         ProjectorType::Gemma3 => opt_u(scale_key)?.unwrap_or(4),
         ProjectorType::Idefics3 => match opt_u(scale_key)? {
             Some(n) if n >= 2 => n,
@@ -758,7 +781,7 @@ mod tests {
         assert_eq!(
             e,
             "projector type 'minicpmv' is not supported (supported: mlp, gemma3, idefics3, \
-             pixtral)"
+             pixtral, qwen2vl_merger)"
         );
         let e = err(|w| {
             w.add_kv("clip.has_vision_encoder", false);

@@ -24,6 +24,9 @@ impl Projector {
         if let Head::Pixtral(t) = &self.head {
             return self.encode_pixtral(t, img);
         }
+        if let Head::Qwen2vl(t) = &self.head {
+            return self.encode_qwen2vl(t, img);
+        }
         let h = &self.hparams;
         assert!(
             img.width == h.image_size && img.height == h.image_size,

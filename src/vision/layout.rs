@@ -88,6 +88,14 @@ impl Projector {
             },
             // Pixtral: the rows (with `[IMG_BREAK]` rows among them, from the projector), then
             // `[IMG_END]`.
+            // Qwen2-VL: `<|vision_start|>` rows `<|vision_end|>`.
+            ProjectorType::Qwen2vl => ImageLayout {
+                begin: "<|vision_start|>",
+                end: "<|vision_end|>",
+                tiles: None,
+                causal: true,
+                dynamic_size: true,
+            },
             ProjectorType::Pixtral => ImageLayout {
                 begin: "",
                 end: "[IMG_END]",

@@ -1,8 +1,10 @@
 //! Images in: decoding image files, the vision encoders of llama.cpp's `clip` projector files
 //! (`--mmproj`), and the embeddings they give the text model: LLaVA 1.5's `mlp` projector (a
 //! CLIP ViT and a two-layer MLP), Gemma 3's (`gemma3`: SigLIP, pooling, soft-embedding norm)
-//! SmolVLM's (`idefics3`: SigLIP, pixel shuffle, tiles) and Pixtral's (`pixtral`: images at
-//! their own size, 2-D RoPE, `[IMG_BREAK]` rows) on the CPU kernels, threaded on the pool.
+//! SmolVLM's (`idefics3`: SigLIP, pixel shuffle, tiles), Pixtral's (`pixtral`: images at
+//! their own size, 2-D RoPE, `[IMG_BREAK]` rows) and Qwen2-VL's (`qwen2vl_merger`: images at
+//! their own size, two patch kernels, 2-D RoPE, 2×2 merger; the text model places the rows at
+//! 2-D M-RoPE positions) on the CPU kernels, threaded on the pool.
 //!
 //! The pipeline is `image::decode` → `preprocess_tiles` (resize, pad, slice, normalise, as clip
 //! does for the projector type; one input for `mlp` and `gemma3`) → `Projector::encode` on each
@@ -15,6 +17,7 @@ pub mod image;
 pub mod layers;
 mod layout;
 mod pixtral;
+mod qwen2vl;
 mod preprocess;
 pub mod resize;
 

@@ -54,6 +54,10 @@ pub fn preprocess(img: &RgbImage, ty: ProjectorType, hp: &VisionHparams) -> Plan
             let (w, h) = super::pixtral::target_size(img.width, img.height, hp);
             fit_padded(img, w, h, Filter::Bicubic, [0; 3])
         }
+        ProjectorType::Qwen2vl => {
+            let (w, h) = super::qwen2vl::target_size(img.width, img.height, hp);
+            fit_padded(img, w, h, Filter::Bicubic, [0; 3])
+        }
     };
     normalise(&sized, &hp.image_mean, &hp.image_std)
 }
@@ -62,7 +66,10 @@ pub fn preprocess(img: &RgbImage, ty: ProjectorType, hp: &VisionHparams) -> Plan
 pub fn preprocess_tiles(img: &RgbImage, ty: ProjectorType, hp: &VisionHparams) -> Tiles {
     let norm = |i: &RgbImage| normalise(i, &hp.image_mean, &hp.image_std);
     match ty {
-        ProjectorType::Mlp | ProjectorType::Gemma3 | ProjectorType::Pixtral => Tiles {
+        ProjectorType::Mlp
+        | ProjectorType::Gemma3
+        | ProjectorType::Pixtral
+        | ProjectorType::Qwen2vl => Tiles {
             images: vec![preprocess(img, ty, hp)],
             grid: None,
         },
@@ -95,7 +102,10 @@ pub fn tile_grid(
     hp: &VisionHparams,
 ) -> Option<(usize, usize)> {
     match ty {
-        ProjectorType::Mlp | ProjectorType::Gemma3 | ProjectorType::Pixtral => None,
+        ProjectorType::Mlp
+        | ProjectorType::Gemma3
+        | ProjectorType::Pixtral
+        | ProjectorType::Qwen2vl => None,
         ProjectorType::Idefics3 => {
             let t = hp.image_size;
             let (w, h) = idefics3_sizes(width, height, hp).1;
