@@ -678,6 +678,28 @@ mod tests {
     }
 
     /// The config of a metadata-only file of architecture `arch` with 4 layers and `extra` keys.
+    #[test]
+    fn qwen2vl_reads_its_mrope_sections() {
+        let secs = |v: Vec<i32>| vec![("rope.dimension_sections", Value::Array(Array::I32(v)))];
+        let c = config_of("qwen2vl", secs(vec![2, 3, 3, 0])).unwrap();
+        assert_eq!(c.rope_sections, Some([2, 3, 3, 0]));
+        assert_eq!(c.rope.style, RopeStyle::Neox);
+        assert_eq!(
+            config_of("qwen2", secs(vec![2, 3, 3, 0]))
+                .unwrap()
+                .rope_sections,
+            None
+        );
+        let e = config_of("qwen2vl", Vec::new()).unwrap_err().to_string();
+        assert!(e.contains("qwen2vl.rope.dimension_sections"), "{e}");
+        // Head width 16: the sections may sum to at most 16.
+        let e = config_of("qwen2vl", secs(vec![10, 10, 0, 0]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at most 16"), "{e}");
+        assert!(config_of("qwen2vl", secs(vec![0, 0, 0, 4])).is_err());
+    }
+
     fn config_of(arch: &str, extra: Vec<(&str, Value)>) -> Result<Config, ModelError> {
         let mut w = crate::gguf::GgufWriter::new();
         w.add_kv("general.architecture", arch);
