@@ -17,8 +17,8 @@ pub mod image;
 pub mod layers;
 mod layout;
 mod pixtral;
-mod qwen2vl;
 mod preprocess;
+mod qwen2vl;
 pub mod resize;
 
 pub use clip::{FfnActivation, Projector, ProjectorType, VisionHparams};
