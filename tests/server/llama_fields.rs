@@ -226,11 +226,12 @@ fn stream_timings_and_response_fields_sit_where_llama_server_puts_them() {
         assert_eq!(with, [evs.len() - 1], "{evs:?}");
         assert_eq!(evs[with[0]].get("usage").is_some(), usage);
     }
-    // Responses: `completed_at` and each text part's `logprobs`.
+    // Responses: `completed_at` and each text part's `logprobs`. Greedy, so the answer ends
+    // (10 tokens) before the limit; sampled, it sometimes ran past 64 and was `incomplete`.
     let r = post(
         p,
         "/v1/responses",
-        &json!({"input": "Hi", "max_output_tokens": 64}),
+        &json!({"input": "Hi", "max_output_tokens": 64, "temperature": 0}),
     )
     .json();
     assert_eq!(r["status"], "completed", "{r}");
