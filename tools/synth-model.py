@@ -11,7 +11,8 @@ the SHA-256 recorded with the reference logits).
 
     tools/synth-model.py FAMILY TYPE OUT.gguf [--vocab-from SMOLLM2.gguf]
     tools/synth-model.py --mmproj FAMILY TYPE OUT.gguf   (a vision projector: llava, gemma3,
-                                                          smolvlm, pixtral, mistral3, qwen2vl)
+                                                          smolvlm, pixtral, mistral3, qwen2vl,
+                                                          qwen25vl)
     tools/synth-model.py --lora NAME FAMILY f16 OUT.gguf   (a LoRA adapter for FAMILY's model:
                                                           see LORAS)
     tools/synth-model.py --list
@@ -173,6 +174,16 @@ FAMILIES = {
                     extra_tokens=["<|vision_start|>", "<|vision_end|>"],
                     mmproj=dict(type="qwen2vl_merger", image_size=560, patch_size=14,
                                 n_embd=128, n_head=4, n_ff=320, n_layer=3, eps=1e-6)),
+    # Qwen2.5-VL's: the same text side, and the synthetic `qwen2.5vl_merger` projector: RMS
+    # norms, a SiLU-gated FFN with biases, window attention (112-pixel windows, 4x4 tokens)
+    # with every second block attending the whole image (`n_wa_pattern` 2, as the real 8).
+    "qwen25vl": dict(arch="qwen2vl", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
+                     n_layer=2, rope_base=1000000.0, output=True, qkv_bias=True,
+                     rope_sections=[8, 12, 12, 0],
+                     extra_tokens=["<|vision_start|>", "<|vision_end|>"],
+                     mmproj=dict(type="qwen2.5vl_merger", image_size=560, patch_size=14,
+                                 n_embd=128, n_head=4, n_ff=320, n_layer=4, eps=1e-6,
+                                 wa_pattern=2)),
     # BERT encoders (bge-small/MiniLM style: learned positions, token types, post-norms, GELU),
     # with their own small WordPiece vocabulary (BERT_WORDS; --vocab-from is not read): `bert`
     # an embedding model (mean pooling), `bert-rerank` a bge-reranker-style cross-encoder (rank
@@ -613,7 +624,7 @@ def build_mmproj(family, wtype, out_path):
     if ty == "pixtral":
         build_pixtral_mmproj(family, wtype, out_path)
         return
-    if ty == "qwen2vl_merger":
+    if ty in ("qwen2vl_merger", "qwen2.5vl_merger"):
         build_qwen2vl_mmproj(family, wtype, out_path)
         return
     siglip = ty in ("gemma3", "idefics3")
@@ -788,9 +799,15 @@ def build_qwen2vl_mmproj(family, wtype, out_path):
     temporal patch kernel split into two frames (`v.patch_embd.weight` and `.weight.1`, f16, no
     bias), no learned positions or class token, LayerNorm blocks with biases everywhere, quick
     GELU (neither use_gelu nor use_silu), the merger's LayerNorm as `v.post_ln`, and `mm.0`
-    (4·n_embd wide, the 2x2 window) and `mm.2` with biases."""
+    (4·n_embd wide, the 2x2 window) and `mm.2` with biases. Qwen2.5-VL's (`qwen2.5vl_merger`)
+    as its converter writes them: RMS norms (weights only, the merger's too), a gated FFN
+    (`ffn_gate`, `ffn_up`, `ffn_down`, with biases) and `clip.use_silu`, and
+    `clip.vision.n_wa_pattern` (every n-th block attends the whole image, the others within
+    their window)."""
     p = FAMILIES[family]
     v = p["mmproj"]
+    ty = v["type"]
+    v25 = ty == "qwen2.5vl_merger"
     e, ff, ps, size = v["n_embd"], v["n_ff"], v["patch_size"], v["image_size"]
     n_text = p["n_embd"]
     seed = sum(ord(c) * 131 ** i for i, c in enumerate(family + "/mmproj")) & ((1 << 63) - 1)
@@ -800,7 +817,10 @@ def build_qwen2vl_mmproj(family, wtype, out_path):
     w.add_name("tiny synthetic projector")
     w.add_bool("clip.has_vision_encoder", True)
     w.add_bool("clip.has_text_encoder", False)
-    w.add_string("clip.projector_type", "qwen2vl_merger")
+    w.add_string("clip.projector_type", ty)
+    if v25:
+        w.add_bool("clip.use_silu", True)
+        w.add_uint32("clip.vision.n_wa_pattern", v["wa_pattern"])
     w.add_uint32("clip.vision.image_size", size)
     w.add_uint32("clip.vision.patch_size", ps)
     w.add_uint32("clip.vision.embedding_length", e)
@@ -836,13 +856,16 @@ def build_qwen2vl_mmproj(family, wtype, out_path):
             vec(b + part + ".bias", e, 0.1)
         for ln in ("ln1", "ln2"):
             vec(b + ln + ".weight", e, 0.2, 1.0)
-            vec(b + ln + ".bias", e, 0.2)
-        mat(b + "ffn_up.weight", ff, e)
-        vec(b + "ffn_up.bias", ff, 0.1)
+            if not v25:
+                vec(b + ln + ".bias", e, 0.2)
+        for part in ("ffn_gate", "ffn_up") if v25 else ("ffn_up",):
+            mat(b + part + ".weight", ff, e)
+            vec(b + part + ".bias", ff, 0.1)
         mat(b + "ffn_down.weight", e, ff)
         vec(b + "ffn_down.bias", e, 0.1)
     vec("v.post_ln.weight", e, 0.2, 1.0)
-    vec("v.post_ln.bias", e, 0.2)
+    if not v25:
+        vec("v.post_ln.bias", e, 0.2)
     mat("mm.0.weight", 4 * e, 4 * e)
     vec("mm.0.bias", 4 * e, 0.1)
     mat("mm.2.weight", n_text, 4 * e)

@@ -25,7 +25,7 @@ use crate::bundle::{resolve_model, Bundle};
 use crate::gguf::GgufFile;
 use crate::model::Batch;
 use crate::tokenizer::Tokenizer;
-use crate::vision::{self, ImageLayout, Projector, ProjectorType, TileLayout, VisionError};
+use crate::vision::{self, ImageLayout, Projector, TileLayout, VisionError};
 
 /// Where an image goes in prompt text (llama.cpp's `mtmd_default_marker()`).
 pub const MEDIA_MARKER: &str = "<__media__>";
@@ -335,7 +335,7 @@ impl Media {
         {
             return Err(MediaError::NonCausalBackend(b.name().to_string()));
         }
-        if self.projector.ty == ProjectorType::Qwen2vl && model.config.rope_sections.is_none() {
+        if self.projector.ty.mrope() && model.config.rope_sections.is_none() {
             return Err(MediaError::NotMrope {
                 projector: self.projector.ty.name(),
                 arch: model.config.arch.name(),

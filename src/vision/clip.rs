@@ -4,7 +4,8 @@
 //! this engine does not build is refused, naming a tensor it would ignore. Types built: `mlp`
 //! (LLaVA 1.5), `gemma3` (SigLIP, average pooling, soft-embedding norm, input projection),
 //! `idefics3` (SigLIP, pixel shuffle, one linear layer; SmolVLM), `pixtral` (its own tower,
-//! loaded by `pixtral.rs`) and `qwen2vl_merger` (Qwen2-VL, loaded by `qwen2vl.rs`).
+//! loaded by `pixtral.rs`), `qwen2vl_merger` (Qwen2-VL, loaded by `qwen2vl.rs`) and
+//! `qwen2.5vl_merger` (Qwen2.5-VL, loaded by `qwen25vl.rs`).
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -35,16 +36,20 @@ pub enum ProjectorType {
     /// within a token budget), two patch kernels summed, LayerNorm ViT with 2-D RoPE, the
     /// merger (LayerNorm, each 2×2 window one row, two-layer GELU MLP).
     Qwen2vl,
+    /// Qwen2.5-VL (`qwen2.5vl_merger`): Qwen2-VL's images and merger, an RMS-norm ViT with a
+    /// gated FFN and window attention (every `n_wa_pattern`-th block over the whole image).
+    Qwen25vl,
 }
 
 impl ProjectorType {
     /// Every type built, by its `clip.projector_type` name.
-    pub const ALL: [ProjectorType; 5] = [
+    pub const ALL: [ProjectorType; 6] = [
         ProjectorType::Mlp,
         ProjectorType::Gemma3,
         ProjectorType::Idefics3,
         ProjectorType::Pixtral,
         ProjectorType::Qwen2vl,
+        ProjectorType::Qwen25vl,
     ];
 
     /// The name llama.cpp's files give the type (`clip.projector_type`).
@@ -55,7 +60,13 @@ impl ProjectorType {
             ProjectorType::Idefics3 => "idefics3",
             ProjectorType::Pixtral => "pixtral",
             ProjectorType::Qwen2vl => "qwen2vl_merger",
+            ProjectorType::Qwen25vl => "qwen2.5vl_merger",
         }
+    }
+
+    /// Whether the text model places this projector's rows at 2-D M-RoPE positions.
+    pub fn mrope(self) -> bool {
+        matches!(self, ProjectorType::Qwen2vl | ProjectorType::Qwen25vl)
     }
 }
 
@@ -167,6 +178,8 @@ pub(super) enum Head {
     /// Qwen2-VL's second patch kernel and merger MLP (`qwen2vl.rs`); the tower is in the
     /// generic fields.
     Qwen2vl(Box<super::qwen2vl::Qwen2vl>),
+    /// Qwen2.5-VL's tower and merger (`qwen25vl.rs`); the generic tower fields are empty.
+    Qwen25vl(Box<super::qwen25vl::Qwen25vl>),
 }
 
 /// A LayerNorm's scale and shift.
@@ -214,6 +227,9 @@ impl Projector {
         if ty == ProjectorType::Qwen2vl {
             return super::qwen2vl::load(file, hparams);
         }
+        if ty == ProjectorType::Qwen25vl {
+            return super::qwen25vl::load(file, hparams);
+        }
         let l = Lookup::new(&file);
         let h = &hparams;
         let (e, ff, p) = (h.n_embd, h.n_ff, h.patch_size);
@@ -250,6 +266,7 @@ impl Projector {
             },
             ProjectorType::Pixtral => unreachable!("pixtral::load loads its projectors"),
             ProjectorType::Qwen2vl => unreachable!("qwen2vl::load loads its projectors"),
+            ProjectorType::Qwen25vl => unreachable!("qwen25vl::load loads its projectors"),
         };
         l.check_all_used()?;
         Ok(Projector {
@@ -275,6 +292,7 @@ impl Projector {
             Head::Idefics3 { fc } => fc.w.info.dims[1] as usize,
             Head::Pixtral(p) => p.n_embd_out(),
             Head::Qwen2vl(q) => q.n_embd_out(),
+            Head::Qwen25vl(q) => q.n_embd_out(),
         }
     }
 
@@ -286,7 +304,7 @@ impl Projector {
             let s = self.hparams.image_size;
             return p.n_tokens_for(s, s, &self.hparams);
         }
-        if let Head::Qwen2vl(_) = &self.head {
+        if let Head::Qwen2vl(_) | Head::Qwen25vl(_) = &self.head {
             let s = self.hparams.image_size;
             return super::qwen2vl::n_tokens_for(s, s, &self.hparams);
         }
@@ -300,7 +318,7 @@ impl Projector {
         if let Head::Pixtral(p) = &self.head {
             return p.n_tokens_for(width, height, &self.hparams);
         }
-        if let Head::Qwen2vl(_) = &self.head {
+        if let Head::Qwen2vl(_) | Head::Qwen25vl(_) = &self.head {
             return super::qwen2vl::n_tokens_for(width, height, &self.hparams);
         }
         let inputs = match super::preprocess::tile_grid(width, height, self.ty, &self.hparams) {
@@ -448,15 +466,17 @@ fn hparams(file: &GgufFile, ty: ProjectorType) -> Result<VisionHparams, VisionEr
         }
     };
     let scale_key = match ty {
-        ProjectorType::Pixtral | ProjectorType::Qwen2vl => "clip.vision.spatial_merge_size",
+        ProjectorType::Pixtral | ProjectorType::Qwen2vl | ProjectorType::Qwen25vl => {
+            "clip.vision.spatial_merge_size"
+        }
         _ => "clip.vision.projector.scale_factor",
     };
     let n_merge = match ty {
         ProjectorType::Mlp => 1,
         // 1 for Pixtral-12B; Mistral Small 3.1's patch merger merges 2×2.
         ProjectorType::Pixtral => opt_u(scale_key)?.unwrap_or(1),
-        // 2 for Qwen2-VL (the loader refuses any other).
-        ProjectorType::Qwen2vl => opt_u(scale_key)?.unwrap_or(2),
+        // 2 for Qwen2-VL and Qwen2.5-VL (the loaders refuse any other).
+        ProjectorType::Qwen2vl | ProjectorType::Qwen25vl => opt_u(scale_key)?.unwrap_or(2),
         ProjectorType::Gemma3 => opt_u(scale_key)?.unwrap_or(4),
         ProjectorType::Idefics3 => match opt_u(scale_key)? {
             Some(n) if n >= 2 => n,
@@ -781,7 +801,7 @@ mod tests {
         assert_eq!(
             e,
             "projector type 'minicpmv' is not supported (supported: mlp, gemma3, idefics3, \
-             pixtral, qwen2vl_merger)"
+             pixtral, qwen2vl_merger, qwen2.5vl_merger)"
         );
         let e = err(|w| {
             w.add_kv("clip.has_vision_encoder", false);

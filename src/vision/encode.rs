@@ -11,6 +11,8 @@ use super::layers::{
     attention, gelu_in_place, gelu_quick_in_place, layer_norm_rows, matmul_f32, silu_in_place,
 };
 use super::preprocess::PlanarImage;
+use crate::gguf::GgufFile;
+use crate::model::Tensor;
 use crate::ops::{matmul, QMat};
 use crate::quant::GgmlType;
 
@@ -26,6 +28,9 @@ impl Projector {
         }
         if let Head::Qwen2vl(t) = &self.head {
             return self.encode_qwen2vl(t, img);
+        }
+        if let Head::Qwen25vl(t) = &self.head {
+            return self.encode_qwen25vl(t, img);
         }
         let h = &self.hparams;
         assert!(
@@ -90,44 +95,18 @@ impl Projector {
         self.linear(mm2, &hidden, n_patches)
     }
 
-    /// The convolution of `patch_size` stride over the image, as a product of each patch
-    /// (channels, then rows, then columns, as ggml's im2col lays them out) with the kernel.
-    /// The patches are taken row by row over the whole of `img` (whose sides are whole patches).
+    /// The convolution of `patch_size` stride over the image (see [`conv_patches`]), plus the
+    /// patch bias if the file has one.
     pub(super) fn embed_patches(&self, img: &PlanarImage, out: &mut [f32]) {
         let h = &self.hparams;
-        let (p, e) = (h.patch_size, h.n_embd);
-        let (cols, rows) = (img.width / p, img.height / p);
-        let k = 3 * p * p;
-        let plane = img.width * img.height;
-        let mut patches = vec![0f32; cols * rows * k];
-        for (pi, dst) in patches.chunks_exact_mut(k).enumerate() {
-            let (py, px) = (pi / cols, pi % cols);
-            for c in 0..3 {
-                for ky in 0..p {
-                    let src = c * plane + (py * p + ky) * img.width + px * p;
-                    dst[(c * p + ky) * p..][..p].copy_from_slice(&img.data[src..][..p]);
-                }
-            }
-        }
-        let info = &self.patch_embd.info;
-        let data = self.file.tensor_data(info);
-        if info.ty == GgmlType::F32 {
-            // SigLIP's converters keep the kernel in f32.
-            let w: Vec<f32> = data
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect();
-            matmul_f32(&w, e, &patches, cols * rows, out);
-        } else {
-            let kernel = QMat {
-                ty: info.ty,
-                rows: e,
-                cols: k,
-                data,
-                x8: None,
-            };
-            matmul(&kernel, &patches, cols * rows, out);
-        }
+        conv_patches(
+            &self.file,
+            &self.patch_embd,
+            img,
+            h.patch_size,
+            h.n_embd,
+            out,
+        );
         if let Some(b) = &self.patch_bias {
             add_rows(out, b);
         }
@@ -179,5 +158,50 @@ fn add_rows(x: &mut [f32], b: &[f32]) {
         for (v, bv) in row.iter_mut().zip(b) {
             *v += bv;
         }
+    }
+}
+
+/// The convolution of `p` stride over `img` (whose sides are whole patches) with `kernel` (`e`
+/// outputs), as a product of each patch (channels, then rows, then columns, as ggml's im2col
+/// lays them out) with the kernel; the patches row by row into `out`.
+pub(super) fn conv_patches(
+    file: &GgufFile,
+    kernel: &Tensor,
+    img: &PlanarImage,
+    p: usize,
+    e: usize,
+    out: &mut [f32],
+) {
+    let (cols, rows) = (img.width / p, img.height / p);
+    let k = 3 * p * p;
+    let plane = img.width * img.height;
+    let mut patches = vec![0f32; cols * rows * k];
+    for (pi, dst) in patches.chunks_exact_mut(k).enumerate() {
+        let (py, px) = (pi / cols, pi % cols);
+        for c in 0..3 {
+            for ky in 0..p {
+                let src = c * plane + (py * p + ky) * img.width + px * p;
+                dst[(c * p + ky) * p..][..p].copy_from_slice(&img.data[src..][..p]);
+            }
+        }
+    }
+    let info = &kernel.info;
+    let data = file.tensor_data(info);
+    if info.ty == GgmlType::F32 {
+        // SigLIP's converters keep the kernel in f32.
+        let w: Vec<f32> = data
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        matmul_f32(&w, e, &patches, cols * rows, out);
+    } else {
+        let m = QMat {
+            ty: info.ty,
+            rows: e,
+            cols: k,
+            data,
+            x8: None,
+        };
+        matmul(&m, &patches, cols * rows, out);
     }
 }

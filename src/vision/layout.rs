@@ -88,8 +88,8 @@ impl Projector {
             },
             // Pixtral: the rows (with `[IMG_BREAK]` rows among them, from the projector), then
             // `[IMG_END]`.
-            // Qwen2-VL: `<|vision_start|>` rows `<|vision_end|>`.
-            ProjectorType::Qwen2vl => ImageLayout {
+            // Qwen2-VL and Qwen2.5-VL: `<|vision_start|>` rows `<|vision_end|>`.
+            ProjectorType::Qwen2vl | ProjectorType::Qwen25vl => ImageLayout {
                 begin: "<|vision_start|>",
                 end: "<|vision_end|>",
                 tiles: None,

@@ -30,13 +30,13 @@ const MIN_TOKENS: usize = 8;
 const MAX_TOKENS: usize = 1024;
 
 /// An RMS norm's scale (and shift, if the file has one).
-struct RmsNorm {
-    w: Vec<f32>,
-    b: Option<Vec<f32>>,
+pub(super) struct RmsNorm {
+    pub w: Vec<f32>,
+    pub b: Option<Vec<f32>>,
 }
 
 impl RmsNorm {
-    fn apply(&self, x: &mut [f32], eps: f32) {
+    pub(super) fn apply(&self, x: &mut [f32], eps: f32) {
         rms_norm_rows(x, &self.w, self.w.len(), eps);
         if let Some(b) = &self.b {
             add_rows(x, b);
@@ -44,18 +44,21 @@ impl RmsNorm {
     }
 }
 
-/// One block of the tower.
-struct Block {
-    ln1: RmsNorm,
-    q: Linear,
-    k: Linear,
-    v: Linear,
-    o: Linear,
-    ln2: RmsNorm,
+/// A block's attention: the output rows of queries, keys and values.
+pub(super) type Attend<'a> = &'a dyn Fn(&[f32], &[f32], &[f32]) -> Vec<f32>;
+
+/// One block of an RMS-norm tower (Pixtral's, Qwen2.5-VL's).
+pub(super) struct Block {
+    pub ln1: RmsNorm,
+    pub q: Linear,
+    pub k: Linear,
+    pub v: Linear,
+    pub o: Linear,
+    pub ln2: RmsNorm,
     /// `None`: an ungated FFN, `down(act(up(x)))`.
-    gate: Option<Linear>,
-    up: Linear,
-    down: Linear,
+    pub gate: Option<Linear>,
+    pub up: Linear,
+    pub down: Linear,
 }
 
 /// Mistral Small 3.1's patch merger.
@@ -135,7 +138,7 @@ pub(super) fn load(file: Arc<GgufFile>, hparams: VisionHparams) -> Result<Projec
     let pre_ln = opt_rms(&l, "v.pre_ln", e)?;
     let post_ln = opt_rms(&l, "v.post_ln", e)?;
     let blocks = (0..h.n_layer)
-        .map(|il| block(&l, &file, il, e, ff, h.ffn_act))
+        .map(|il| block(&l, &file, il, e, ff, h.ffn_act, false))
         .collect::<Result<Vec<_>, _>>()?;
     let merger_name = "mm.patch_merger.weight";
     let merger = match (file.tensor(merger_name).is_some(), h.n_merge) {
@@ -175,7 +178,7 @@ pub(super) fn load(file: Arc<GgufFile>, hparams: VisionHparams) -> Result<Projec
     })
 }
 
-fn opt_rms(l: &Lookup, prefix: &str, e: usize) -> Result<Option<RmsNorm>, VisionError> {
+pub(super) fn opt_rms(l: &Lookup, prefix: &str, e: usize) -> Result<Option<RmsNorm>, VisionError> {
     let w = l.opt_vector(&format!("{prefix}.weight"), e)?;
     let b = l.opt_vector(&format!("{prefix}.bias"), e)?;
     match (w, b) {
@@ -185,22 +188,34 @@ fn opt_rms(l: &Lookup, prefix: &str, e: usize) -> Result<Option<RmsNorm>, Vision
     }
 }
 
-fn rms(l: &Lookup, prefix: &str, e: usize) -> Result<RmsNorm, VisionError> {
+pub(super) fn rms(l: &Lookup, prefix: &str, e: usize) -> Result<RmsNorm, VisionError> {
     Ok(RmsNorm {
         w: l.vector(&format!("{prefix}.weight"), e)?,
         b: l.opt_vector(&format!("{prefix}.bias"), e)?,
     })
 }
 
-fn block(
+/// Block `il` of an RMS-norm tower of width `e` and FFN width `ff`. With `swappable` (as
+/// llama.cpp treats Qwen2.5-VL's, not Pixtral's), an FFN whose down projection reads `e` values
+/// has its up and down names swapped, as old conversions wrote them.
+pub(super) fn block(
     l: &Lookup,
     file: &GgufFile,
     il: usize,
     e: usize,
     ff: usize,
     act: FfnActivation,
+    swappable: bool,
 ) -> Result<Block, VisionError> {
     let p = |s: &str| format!("v.blk.{il}.{s}");
+    let swapped = swappable
+        && file
+            .tensor(&p("ffn_down.weight"))
+            .is_some_and(|t| t.dims.first() == Some(&(e as u64)));
+    let (up, down) = match swapped {
+        false => ("ffn_up", "ffn_down"),
+        true => ("ffn_down", "ffn_up"),
+    };
     let gate = match file.tensor(&p("ffn_gate.weight")) {
         None => None,
         Some(_) => Some(l.linear(&p("ffn_gate"), e, Some(ff))?),
@@ -218,8 +233,8 @@ fn block(
         o: l.linear(&p("attn_out"), e, Some(e))?,
         ln2: rms(l, &p("ln2"), e)?,
         gate,
-        up: l.linear(&p("ffn_up"), e, Some(ff))?,
-        down: l.linear(&p("ffn_down"), ff, Some(e))?,
+        up: l.linear(&p(up), e, Some(ff))?,
+        down: l.linear(&p(down), ff, Some(e))?,
     })
 }
 
@@ -243,8 +258,11 @@ impl Projector {
             ln.apply(&mut x, hp.eps);
         }
         let rope = Rope2d::new(e / hp.n_head, cols, rows);
+        let scale = 1.0 / ((e / hp.n_head) as f32).sqrt();
         for b in &t.blocks {
-            self.pixtral_block(b, &rope, &mut x, n);
+            self.rms_block(b, &mut x, n, &|t| rope.apply(t), &|q, k, v| {
+                attention(q, k, v, n, hp.n_head, scale)
+            });
         }
         if let Some(ln) = &t.post_ln {
             ln.apply(&mut x, hp.eps);
@@ -266,17 +284,25 @@ impl Projector {
         with_breaks(&out, &t.img_break, cols, rows)
     }
 
-    fn pixtral_block(&self, b: &Block, rope: &Rope2d, x: &mut [f32], n: usize) {
+    /// One block of an RMS-norm tower on `x` (`n` rows) in place: the queries and keys turned
+    /// by `rotate`, the attention `attend(q, k, v)`, a gated FFN (or an ungated one).
+    pub(super) fn rms_block(
+        &self,
+        b: &Block,
+        x: &mut [f32],
+        n: usize,
+        rotate: &dyn Fn(&mut [f32]),
+        attend: Attend,
+    ) {
         let hp = &self.hparams;
-        let d = hp.n_embd / hp.n_head;
         let mut cur = x.to_vec();
         b.ln1.apply(&mut cur, hp.eps);
         let mut q = self.linear(&b.q, &cur, n);
         let mut k = self.linear(&b.k, &cur, n);
         let v = self.linear(&b.v, &cur, n);
-        rope.apply(&mut q);
-        rope.apply(&mut k);
-        let att = attention(&q, &k, &v, n, hp.n_head, 1.0 / (d as f32).sqrt());
+        rotate(&mut q);
+        rotate(&mut k);
+        let att = attend(&q, &k, &v);
         let o = self.linear(&b.o, &att, n);
         for (xv, ov) in x.iter_mut().zip(&o) {
             *xv += ov;

@@ -54,7 +54,7 @@ pub fn preprocess(img: &RgbImage, ty: ProjectorType, hp: &VisionHparams) -> Plan
             let (w, h) = super::pixtral::target_size(img.width, img.height, hp);
             fit_padded(img, w, h, Filter::Bicubic, [0; 3])
         }
-        ProjectorType::Qwen2vl => {
+        ProjectorType::Qwen2vl | ProjectorType::Qwen25vl => {
             let (w, h) = super::qwen2vl::target_size(img.width, img.height, hp);
             fit_padded(img, w, h, Filter::Bicubic, [0; 3])
         }
@@ -69,7 +69,8 @@ pub fn preprocess_tiles(img: &RgbImage, ty: ProjectorType, hp: &VisionHparams) -
         ProjectorType::Mlp
         | ProjectorType::Gemma3
         | ProjectorType::Pixtral
-        | ProjectorType::Qwen2vl => Tiles {
+        | ProjectorType::Qwen2vl
+        | ProjectorType::Qwen25vl => Tiles {
             images: vec![preprocess(img, ty, hp)],
             grid: None,
         },
@@ -105,7 +106,8 @@ pub fn tile_grid(
         ProjectorType::Mlp
         | ProjectorType::Gemma3
         | ProjectorType::Pixtral
-        | ProjectorType::Qwen2vl => None,
+        | ProjectorType::Qwen2vl
+        | ProjectorType::Qwen25vl => None,
         ProjectorType::Idefics3 => {
             let t = hp.image_size;
             let (w, h) = idefics3_sizes(width, height, hp).1;

@@ -13,8 +13,9 @@
 use std::sync::Arc;
 
 use super::clip::{Block, FfnActivation, Head, Linear, Lookup, Norm, Projector, VisionHparams};
+use super::encode::conv_patches;
 use super::layers::{
-    attention, gelu_in_place, gelu_quick_in_place, layer_norm_rows, matmul_f32, silu_in_place,
+    attention, gelu_in_place, gelu_quick_in_place, layer_norm_rows, silu_in_place,
 };
 use super::preprocess::PlanarImage;
 use super::VisionError;
@@ -22,8 +23,6 @@ use crate::gguf::GgufFile;
 use crate::model::Tensor;
 use crate::ops::mrope::{cos_sin_multi, Sections};
 use crate::ops::rope::{Rope, RopeStyle};
-use crate::ops::{matmul, QMat};
-use crate::quant::GgmlType;
 
 /// The RoPE base of llama.cpp's qwen2vl vision graph.
 const ROPE_THETA: f32 = 10000.0;
@@ -33,7 +32,7 @@ const MIN_TOKENS: usize = 8;
 const MAX_TOKENS: usize = 4096;
 
 /// Patches merged per side (llama.cpp's graph merges 2×2 windows).
-const MERGE: usize = 2;
+pub(super) const MERGE: usize = 2;
 
 /// The parts of Qwen2-VL's projector the generic fields do not hold.
 pub(super) struct Qwen2vl {
@@ -81,27 +80,34 @@ pub(super) fn target_size(width: usize, height: usize, hp: &VisionHparams) -> (u
     (w, h)
 }
 
+/// Refuses hyperparameters `model`'s graph (Qwen2-VL's or Qwen2.5-VL's) cannot run: a merge
+/// other than 2×2, or heads too narrow for the 2-D RoPE's four sections.
+pub(super) fn check_hparams(h: &VisionHparams, model: &str) -> Result<(), VisionError> {
+    if h.n_merge != MERGE {
+        return Err(VisionError::NotImplemented(format!(
+            "a spatial merge of {} (clip.vision.spatial_merge_size); {model} merges 2×2",
+            h.n_merge
+        )));
+    }
+    let d = h.n_embd / h.n_head;
+    if !d.is_multiple_of(4) {
+        return Err(VisionError::BadValue(
+            "clip.vision.attention.head_count".into(),
+            format!(
+                "{}: the 2-D RoPE needs a head width ({d}) divisible by 4",
+                h.n_head
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Loads a `qwen2vl_merger` projector from `file` (whose hyperparameters are `hparams`).
 pub(super) fn load(file: Arc<GgufFile>, hparams: VisionHparams) -> Result<Projector, VisionError> {
     let l = Lookup::new(&file);
     let h = &hparams;
     let (e, ff, p) = (h.n_embd, h.n_ff, h.patch_size);
-    if h.n_merge != MERGE {
-        return Err(VisionError::NotImplemented(format!(
-            "a spatial merge of {} (clip.vision.spatial_merge_size); Qwen2-VL merges 2×2",
-            h.n_merge
-        )));
-    }
-    if !(e / h.n_head).is_multiple_of(4) {
-        return Err(VisionError::BadValue(
-            "clip.vision.attention.head_count".into(),
-            format!(
-                "{}: the 2-D RoPE needs a head width ({}) divisible by 4",
-                h.n_head,
-                e / h.n_head
-            ),
-        ));
-    }
+    check_hparams(h, "Qwen2-VL")?;
     let patch_embd = l.weight("v.patch_embd.weight", &[p, p, 3, e])?;
     let patch_embd_1 = l.weight("v.patch_embd.weight.1", &[p, p, 3, e])?;
     let norm = |prefix: &str| -> Result<Norm, VisionError> {
@@ -164,10 +170,11 @@ pub(super) fn load(file: Arc<GgufFile>, hparams: VisionHparams) -> Result<Projec
 
 impl Projector {
     /// The grid (columns, rows) of the image tokens `img` becomes, for a projector whose tokens
-    /// take 2-D positions in the text model (`qwen2vl_merger`); `None` for the others.
+    /// take 2-D positions in the text model (`qwen2vl_merger`, `qwen2.5vl_merger`); `None` for
+    /// the others.
     pub fn token_grid(&self, img: &PlanarImage) -> Option<(usize, usize)> {
         match &self.head {
-            Head::Qwen2vl(_) => {
+            Head::Qwen2vl(_) | Head::Qwen25vl(_) => {
                 let step = self.hparams.patch_size * MERGE;
                 Some((img.width / step, img.height / step))
             }
@@ -179,24 +186,9 @@ impl Projector {
     /// one row per 2×2 window of patches, windows row by row.
     pub(super) fn encode_qwen2vl(&self, t: &Qwen2vl, img: &PlanarImage) -> Vec<f32> {
         let hp = &self.hparams;
-        let (p, e) = (hp.patch_size, hp.n_embd);
-        let step = p * MERGE;
-        let (cols, rows) = (img.width / p, img.height / p);
-        assert!(
-            img.width.is_multiple_of(step) && img.height.is_multiple_of(step) && cols * rows > 0,
-            "encode: a {}×{} image is not whole {step}-pixel steps",
-            img.width,
-            img.height
-        );
-        let n = cols * rows;
-        let mut a = vec![0f32; n * e];
-        let mut b = vec![0f32; n * e];
-        conv_patches(&self.file, &self.patch_embd, img, p, e, &mut a);
-        conv_patches(&self.file, &t.patch_embd_1, img, p, e, &mut b);
-        for (x, y) in a.iter_mut().zip(&b) {
-            *x += y;
-        }
-        let (mut x, pos) = windows_first(&a, cols, rows, e);
+        let e = hp.n_embd;
+        let (mut x, pos) = self.two_frame_patches(&t.patch_embd_1, img);
+        let n = pos.len();
         if let Some(ln) = &self.pre_ln {
             layer_norm_rows(&mut x, e, &ln.w, &ln.b, hp.eps);
         }
@@ -212,6 +204,35 @@ impl Projector {
         let mut hidden = self.linear(&t.mm0, &x, merged);
         gelu_in_place(&mut hidden);
         self.linear(&t.mm2, &hidden, merged)
+    }
+
+    /// The patch rows of `img` (whole steps of `2 · patch_size`) as Qwen2-VL's and
+    /// Qwen2.5-VL's towers take them: the convolutions of the projector's kernel and the second
+    /// frame's (`kernel_1`; a still image is both frames) summed, in [`windows_first`] order,
+    /// with each row's (row, column) in the patch grid.
+    pub(super) fn two_frame_patches(
+        &self,
+        kernel_1: &Tensor,
+        img: &PlanarImage,
+    ) -> (Vec<f32>, Vec<(usize, usize)>) {
+        let (p, e) = (self.hparams.patch_size, self.hparams.n_embd);
+        let step = p * MERGE;
+        let (cols, rows) = (img.width / p, img.height / p);
+        assert!(
+            img.width.is_multiple_of(step) && img.height.is_multiple_of(step) && cols * rows > 0,
+            "encode: a {}×{} image is not whole {step}-pixel steps",
+            img.width,
+            img.height
+        );
+        let n = cols * rows;
+        let mut a = vec![0f32; n * e];
+        let mut b = vec![0f32; n * e];
+        conv_patches(&self.file, &self.patch_embd, img, p, e, &mut a);
+        conv_patches(&self.file, kernel_1, img, p, e, &mut b);
+        for (x, y) in a.iter_mut().zip(&b) {
+            *x += y;
+        }
+        windows_first(&a, cols, rows, e)
     }
 
     fn qwen2vl_block(&self, b: &Block, rope: &VisionRope, x: &mut [f32], n: usize) {
@@ -245,54 +266,15 @@ impl Projector {
     }
 }
 
-/// The convolution of `p` stride over `img` with `kernel` (`e` outputs), as the product of each
-/// patch (channels, then rows, then columns, as ggml's im2col lays them out) with the kernel;
-/// patches row by row.
-fn conv_patches(
-    file: &GgufFile,
-    kernel: &Tensor,
-    img: &PlanarImage,
-    p: usize,
-    e: usize,
-    out: &mut [f32],
-) {
-    let (cols, rows) = (img.width / p, img.height / p);
-    let k = 3 * p * p;
-    let plane = img.width * img.height;
-    let mut patches = vec![0f32; cols * rows * k];
-    for (pi, dst) in patches.chunks_exact_mut(k).enumerate() {
-        let (py, px) = (pi / cols, pi % cols);
-        for c in 0..3 {
-            for ky in 0..p {
-                let src = c * plane + (py * p + ky) * img.width + px * p;
-                dst[(c * p + ky) * p..][..p].copy_from_slice(&img.data[src..][..p]);
-            }
-        }
-    }
-    let info = &kernel.info;
-    let data = file.tensor_data(info);
-    if info.ty == GgmlType::F32 {
-        let w: Vec<f32> = data
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-        matmul_f32(&w, e, &patches, cols * rows, out);
-    } else {
-        let m = QMat {
-            ty: info.ty,
-            rows: e,
-            cols: k,
-            data,
-            x8: None,
-        };
-        matmul(&m, &patches, cols * rows, out);
-    }
-}
-
 /// The patch rows `x` (`cols`×`rows`, row by row, `e` wide) reordered window by window: for
 /// each 2×2 window (windows row by row) its top-left, top-right, bottom-left and bottom-right
 /// patch; with each reordered row's (row, column) in the patch grid.
-fn windows_first(x: &[f32], cols: usize, rows: usize, e: usize) -> (Vec<f32>, Vec<(usize, usize)>) {
+pub(super) fn windows_first(
+    x: &[f32],
+    cols: usize,
+    rows: usize,
+    e: usize,
+) -> (Vec<f32>, Vec<(usize, usize)>) {
     let mut out = Vec::with_capacity(x.len());
     let mut pos = Vec::with_capacity(cols * rows);
     for wy in (0..rows).step_by(MERGE) {
@@ -312,13 +294,13 @@ fn windows_first(x: &[f32], cols: usize, rows: usize, e: usize) -> (Vec<f32>, Ve
 /// ggml's vision RoPE for each row's patch position: over a head of `d`, `d/2` pairs `(i,
 /// i + d/2)`, pairs below `d/4` rotated by the row, the others by the column, at frequencies
 /// `10000^(-4j/d)` counted from each section's start.
-struct VisionRope {
+pub(super) struct VisionRope {
     apply: Rope,
     tables: Vec<Vec<(f32, f32)>>,
 }
 
 impl VisionRope {
-    fn new(d: usize, pos: &[(usize, usize)]) -> VisionRope {
+    pub(super) fn new(d: usize, pos: &[(usize, usize)]) -> VisionRope {
         let theta = Rope {
             style: RopeStyle::Neox,
             n_dims: d / 2,
@@ -343,7 +325,7 @@ impl VisionRope {
     }
 
     /// Rotates every head of each row of `x` (`n_embd` wide, heads of `d`) for its position.
-    fn apply(&self, x: &mut [f32], d: usize) {
+    pub(super) fn apply(&self, x: &mut [f32], d: usize) {
         let width = x.len() / self.tables.len();
         for (row, cs) in x.chunks_exact_mut(width).zip(&self.tables) {
             self.apply.apply_with(row, d, cs);

@@ -5,6 +5,7 @@
 
 pub mod help;
 pub mod http;
+pub mod image_chat;
 pub mod llava;
 pub mod logit_refs;
 #[cfg(target_os = "linux")]

@@ -64,6 +64,41 @@ pub fn synth_projector(
     Some(proj)
 }
 
+/// The one record of reference file `name` in tests/data/vision: (n_tokens, n_embd, values).
+pub fn record(name: &str) -> (usize, usize, Vec<f32>) {
+    let bytes = std::fs::read(data_dir().join(name)).unwrap();
+    let n_tokens = i32::from_le_bytes(bytes[0..4].try_into().unwrap()) as usize;
+    let n_embd = i32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize;
+    assert_eq!(bytes.len(), 8 + n_tokens * n_embd * 4, "{name}: one record");
+    let values = bytes[8..]
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    (n_tokens, n_embd, values)
+}
+
+/// Max |ours − theirs| relative to the largest magnitude of `theirs`.
+pub fn worst_relative(ours: &[f32], theirs: &[f32]) -> f32 {
+    assert_eq!(ours.len(), theirs.len());
+    let scale = theirs.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let diff = ours
+        .iter()
+        .zip(theirs)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    diff / scale
+}
+
+/// The tolerance of embeddings from `ty` weights against llama.cpp's (tests/vision_llama_cpp.rs
+/// explains them: f16 activations round apart and sum in other orders; a Q8_0 activation block
+/// may round a value on a boundary either way).
+pub fn tolerance(ty: &str) -> f32 {
+    if ty == "f16" {
+        1e-3
+    } else {
+        2e-2
+    }
+}
+
 /// The picture as a PNG file's bytes.
 pub fn png(img: &RgbImage) -> Vec<u8> {
     use image::ImageEncoder;

@@ -1,0 +1,144 @@
+//! Qwen2.5-VL's projector (`qwen2.5vl_merger`) against llama.cpp: the image embeddings of the
+//! synthetic projector (`tools/synth-model.py --mmproj qwen25vl f16|q8_0`: RMS norms, a gated
+//! SiLU FFN, blocks 1 and 3 over the whole image and 0 and 2 within 112-pixel windows) against
+//! `llama-mtmd-cli`'s `MTMD_DEBUG_EMBEDDINGS` records in tests/data/vision
+//! (tools/make-vision-refs.py), on a picture of one window row and one of 3×2 windows, those
+//! at the edges cut short; the server's answer to an `image_url` request as llama-mtmd-cli's;
+//! refusals in one line. The CLI's greedy text after these images is checked with the other
+//! families' in tests/vision_llama_cpp.rs.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::image_chat::{answers_twice, ask, data_url, greedy_case};
+use common::llava;
+use common::picture::picture;
+use common::projector::{png, record, synth_projector, tolerance, worst_relative};
+use llamafile::gguf::GgufFile;
+use llamafile::vision::{decode, preprocess_tiles, Projector, ProjectorType};
+use serde_json::json;
+
+fn projector(ty: &str, tag: &str) -> Option<Projector> {
+    let name = format!("qwen25vl-{ty}");
+    synth_projector("qwen25vl", ty, tag, "siglip_mmproj_sha256", &name)
+}
+
+/// Max |ours − llama.cpp| relative to llama.cpp's largest magnitude; the token grid.
+fn compare(ty: &str, w: usize, h: usize, grid: (usize, usize)) {
+    let Some(proj) = projector(ty, &format!("{w}x{h}")) else {
+        return;
+    };
+    let img = decode(&png(&picture(w, h))).unwrap();
+    let tiles = preprocess_tiles(&img, proj.ty, &proj.hparams);
+    assert_eq!(tiles.images.len(), 1, "one input");
+    let input = &tiles.images[0];
+    assert_eq!(proj.token_grid(input), Some(grid), "{w}x{h}: token grid");
+    let (n_tokens, n_embd, want) = record(&format!("qwen25vl-{ty}-{w}x{h}.emb"));
+    assert_eq!((n_tokens, n_embd), (grid.0 * grid.1, proj.n_embd_out()));
+    assert_eq!(proj.n_tokens_for(w, h), n_tokens, "counted before encoding");
+    let worst = worst_relative(&proj.encode(input), &want);
+    eprintln!("qwen25vl {ty} {w}x{h}: max |ours - llama.cpp| / max |llama.cpp| = {worst:.2e}");
+    assert!(worst < tolerance(ty), "qwen25vl {ty} {w}x{h}: {worst}");
+}
+
+// 130×50 → 140×56 pixels: 5×2 tokens, windows of 4×2 and 1×2; 250×180 → 252×168: 9×6 tokens,
+// windows of 4×4, 4×4, 1×4, 4×2, 4×2, 1×2.
+
+#[test]
+fn f16_one_row_of_windows() {
+    compare("f16", 130, 50, (5, 2));
+}
+
+#[test]
+fn f16_two_rows_of_windows() {
+    compare("f16", 250, 180, (9, 6));
+}
+
+#[test]
+fn q8_0_one_row_of_windows() {
+    compare("q8_0", 130, 50, (5, 2));
+}
+
+#[test]
+fn q8_0_two_rows_of_windows() {
+    compare("q8_0", 250, 180, (9, 6));
+}
+
+#[test]
+fn type_budget_and_layout() {
+    let Some(p) = projector("f16", "types") else {
+        return;
+    };
+    assert_eq!(p.ty, ProjectorType::Qwen25vl);
+    assert!(p.ty.mrope());
+    assert_eq!((p.hparams.n_merge, p.n_embd_out()), (2, 256));
+    assert!(p.n_tokens_for(10, 10) >= 8);
+    assert!(p.n_tokens_for(8000, 8000) <= 4096);
+    assert_eq!(p.layout().begin, "<|vision_start|>");
+    assert_eq!(p.layout().end, "<|vision_end|>");
+}
+
+/// The Q8_0 projector's bytes with `clip.vision.n_wa_pattern` renamed (same length, so still a
+/// well-formed file): the loader and the CLI name the missing key; a text model without M-RoPE
+/// is refused as for Qwen2-VL. One line each, exit 1.
+#[test]
+fn refusals_are_one_line() {
+    let Some((_, mmproj)) = llava::family_pair("qwen25vl") else {
+        return;
+    };
+    let Some((llava_text, _)) = llava::pair() else {
+        return;
+    };
+    let key = b"clip.vision.n_wa_pattern";
+    let mut bytes = std::fs::read(&mmproj).unwrap();
+    let at = bytes.windows(key.len()).position(|w| w == key).unwrap();
+    bytes[at + key.len() - 1] = b'X';
+    let err = Projector::load(Arc::new(GgufFile::from_bytes(bytes.clone()).unwrap()))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("'clip.vision.n_wa_pattern' is missing"),
+        "{err}"
+    );
+    let dir = std::env::temp_dir().join(format!("llamafile-qwen25vl-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (bad, pic) = (dir.join("bad.gguf"), dir.join("pic.png"));
+    std::fs::write(&bad, &bytes).unwrap();
+    std::fs::write(&pic, llava::picture_png(130, 50)).unwrap();
+    let pic = pic.to_str().unwrap();
+    let cases = [
+        (&llava_text, &bad, "n_wa_pattern"),
+        (&llava_text, &mmproj, "architecture 'llama' does not read"),
+    ];
+    for (text, mm, needle) in cases {
+        let (text, mm) = (text.to_str().unwrap(), mm.to_str().unwrap());
+        let args = ["-m", text, "--mmproj", mm, "--image", pic, "-p", "hi"];
+        let out = common::llamafile(&args);
+        common::assert_one_line_error(&out, needle);
+        assert_eq!(out.status.code(), Some(1), "{needle}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The first Qwen2.5-VL case of tests/data/vision/greedy.json ("What is it?" after the 250×180
+/// picture, 54 image tokens in 6 windows) as an OpenAI `image_url` request: llama-mtmd-cli's
+/// text, and the same again from the cached prefix.
+#[test]
+fn a_chat_image_url_answers_as_llama_mtmd_cli() {
+    let Some((text, mmproj)) = llava::family_pair("qwen25vl") else {
+        return;
+    };
+    let case = greedy_case("qwen25vl");
+    assert_eq!(
+        (&case["prompt"], &case["pictures"]),
+        (&json!("What is it?"), &json!(["250x180"]))
+    );
+    let mm = mmproj.to_str().unwrap();
+    let args = ["--mmproj", mm, "--chat-template", "chatml", "-np", "1"];
+    let srv = common::server::start_with(&text, &args);
+    let body = ask(&data_url(&llava::picture_png(250, 180)), "What is it?");
+    let n_prompt = answers_twice(srv.port, &body, &case["text"]);
+    assert!(n_prompt > 54, "{n_prompt}");
+}
