@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use super::clip::{FfnActivation, Head, Linear, Lookup, Projector, VisionHparams};
 use super::layers::{attention, gelu_in_place, gelu_quick_in_place, silu_in_place};
-use super::preprocess::PlanarImage;
+use super::preprocess::{fit_to_steps, PlanarImage};
 use super::VisionError;
 use crate::gguf::GgufFile;
 use crate::ops::activation::{geglu, swiglu};
@@ -93,29 +93,12 @@ impl Pixtral {
     }
 }
 
-/// The size clip resizes an image of `width`×`height` to for Pixtral: each side rounded to
-/// whole steps of `patch_size · n_merge`, then, if that is more pixels than `MAX_TOKENS` image
-/// tokens (or fewer than `MIN_TOKENS`), both sides scaled by the same factor to fit, rounded
-/// down (up) to whole steps; in f32 as clip computes it.
+/// The size clip resizes an image of `width`×`height` to for Pixtral: whole steps of
+/// `patch_size · n_merge` within `MIN_TOKENS` to `MAX_TOKENS` tokens
+/// ([`super::preprocess::fit_to_steps`]).
 pub(super) fn target_size(width: usize, height: usize, hp: &VisionHparams) -> (usize, usize) {
     let align = hp.patch_size * hp.n_merge;
-    let area = align * align;
-    let (min_px, max_px) = (MIN_TOKENS * area, MAX_TOKENS * area);
-    let f = align as f32;
-    let by = |x: f32, how: fn(f32) -> f32| how(x / f) as usize * align;
-    let (wf, hf) = (width as f32, height as f32);
-    let mut w = by(wf, f32::round).max(align);
-    let mut h = by(hf, f32::round).max(align);
-    if w * h > max_px {
-        let beta = (hf * wf / max_px as f32).sqrt();
-        h = by(hf / beta, f32::floor).max(align);
-        w = by(wf / beta, f32::floor).max(align);
-    } else if w * h < min_px {
-        let beta = (min_px as f32 / (hf * wf)).sqrt();
-        h = by(hf * beta, f32::ceil);
-        w = by(wf * beta, f32::ceil);
-    }
-    (w, h)
+    fit_to_steps(width, height, align, MIN_TOKENS, MAX_TOKENS)
 }
 
 /// Loads a `pixtral` projector from `file` (whose hyperparameters are `hparams`).

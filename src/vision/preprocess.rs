@@ -12,12 +12,44 @@
 //!   that resized down to one tile. Without it: the overview is the image bicubic-resized to
 //!   one tile; the tiles come from the image fitted (bicubic, aspect kept, black padding) into
 //!   its size rounded to whole tiles (at least one per side);
-//! - Pixtral (`pixtral`) keeps the image's own size, fitted (bicubic, aspect kept, black
-//!   padding) into whole patches within its token budget (`pixtral::target_size`).
+//! - Pixtral (`pixtral`), Qwen2-VL and Qwen2.5-VL keep the image's own size, fitted (bicubic,
+//!   aspect kept, black padding) into whole patches (Qwen: whole 2×2 windows of patches)
+//!   within their token budgets ([`fit_to_steps`]).
 
 use super::clip::{ProjectorType, VisionHparams};
 use super::image::RgbImage;
 use super::resize::{fit_padded, resize, Filter};
+
+/// The size clip's `calc_size_preserved_ratio` gives an image of `width`×`height` for steps of
+/// `align` pixels (one image token each way) and a budget of `min_tokens` to `max_tokens`: each
+/// side rounded to whole steps (at least one), then, if that is more pixels than the budget
+/// allows (or fewer), both sides scaled by one factor to fit, rounded down (up) to whole steps;
+/// in f32 as clip computes it.
+pub(super) fn fit_to_steps(
+    width: usize,
+    height: usize,
+    align: usize,
+    min_tokens: usize,
+    max_tokens: usize,
+) -> (usize, usize) {
+    let area = align * align;
+    let (min_px, max_px) = (min_tokens * area, max_tokens * area);
+    let f = align as f32;
+    let by = |x: f32, how: fn(f32) -> f32| how(x / f) as usize * align;
+    let (wf, hf) = (width as f32, height as f32);
+    let mut w = by(wf, f32::round).max(align);
+    let mut h = by(hf, f32::round).max(align);
+    if w * h > max_px {
+        let beta = (hf * wf / max_px as f32).sqrt();
+        h = by(hf / beta, f32::floor).max(align);
+        w = by(wf / beta, f32::floor).max(align);
+    } else if w * h < min_px {
+        let beta = (min_px as f32 / (hf * wf)).sqrt();
+        h = by(hf * beta, f32::ceil);
+        w = by(wf * beta, f32::ceil);
+    }
+    (w, h)
+}
 
 /// A normalised image, channel-planar: `data[c][y][x]` at `(c * height + y) * width + x`.
 #[derive(Clone, Debug)]
