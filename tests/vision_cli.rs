@@ -170,15 +170,7 @@ fn a_packed_llamafile_reads_images() {
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no URL in {line:?}"));
     let png = std::fs::read(&f.picture).unwrap();
-    let url = format!("data:image/png;base64,{}", base64(&png));
-    let body = serde_json::json!({
-        "messages": [{"role": "user", "content": [
-            {"type": "image_url", "image_url": {"url": url}},
-            {"type": "text", "text": "Describe."},
-        ]}],
-        "max_tokens": 12,
-        "temperature": 0,
-    });
+    let body = common::image_chat::ask(&common::image_chat::data_url(&png), "Describe.");
     let reply = common::http::post(port, "/v1/chat/completions", &body);
     srv.kill().ok();
     srv.wait().ok();
@@ -190,55 +182,5 @@ fn a_packed_llamafile_reads_images() {
     );
     let text = &reply.json()["choices"][0]["message"]["content"];
     assert_eq!(text, &serde_json::json!(llava::cli_cases()[0].2));
-    std::fs::remove_dir_all(&f.dir).ok();
-}
-
-/// Standard base64 with padding.
-fn base64(bytes: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for c in bytes.chunks(3) {
-        let n = c
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, &b)| n | (b as u32) << (16 - 8 * i));
-        for k in 0..4 {
-            if k <= c.len() {
-                out.push(A[(n >> (18 - 6 * k) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// `--image-min-tokens`/`--image-max-tokens`: ignored for a fixed-size projector (LLaVA), as
-/// llama.cpp ignores them; refused for SmolVLM's, whose tiles llama.cpp then cuts another way.
-#[test]
-fn image_token_limits_are_ignored_or_refused() {
-    let Some(f) = files("limits") else { return };
-    let mut args = greedy(&f, &["--image", &f.picture, "-p", "Describe."]);
-    args.extend(["--image-max-tokens", "64"]);
-    let out = common::llamafile(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim_matches('\n'),
-        llava::cli_cases()[0].2
-    );
-    let Some((text, mmproj)) = llava::family_pair("smolvlm") else {
-        return;
-    };
-    let (text, mmproj) = (text.to_str().unwrap(), mmproj.to_str().unwrap());
-    let args = [
-        "-m", text, "--mmproj", mmproj, "--image", &f.picture, "-p", "hi",
-    ];
-    let out = common::llamafile(&[&args[..], &["--image-min-tokens", "32"]].concat());
-    common::assert_one_line_error(&out, "--image-min-tokens/--image-max-tokens");
-    assert_eq!(out.status.code(), Some(1));
     std::fs::remove_dir_all(&f.dir).ok();
 }

@@ -9,8 +9,9 @@
 
 mod common;
 
+use common::image_chat::{answers_twice, ask, data_url, greedy_case};
 use common::picture::picture;
-use common::projector::{data_dir, png, synth_projector};
+use common::projector::{png, record, synth_projector, tolerance, worst_relative};
 use llamafile::vision::{decode, preprocess_tiles, Projector, ProjectorType};
 
 /// The synthetic projector of `family` and `ty` the references were made from.
@@ -22,19 +23,6 @@ fn projector(family: &str, ty: &str, tag: &str) -> Option<Projector> {
         "siglip_mmproj_sha256",
         &format!("{family}-{ty}"),
     )
-}
-
-/// The one record of a reference file: (n_tokens, n_embd, values).
-fn record(name: &str) -> (usize, usize, Vec<f32>) {
-    let bytes = std::fs::read(data_dir().join(name)).unwrap();
-    let n_tokens = i32::from_le_bytes(bytes[0..4].try_into().unwrap()) as usize;
-    let n_embd = i32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize;
-    assert_eq!(bytes.len(), 8 + n_tokens * n_embd * 4, "{name}: one record");
-    let values = bytes[8..]
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-        .collect();
-    (n_tokens, n_embd, values)
 }
 
 /// Max |ours − llama.cpp| relative to llama.cpp's largest magnitude; also checks the size the
@@ -53,17 +41,9 @@ fn compare(family: &str, ty: &str, w: usize, h: usize, want_size: (usize, usize)
         (n_tokens, n_embd),
         (proj.n_tokens_for(w, h), proj.n_embd_out())
     );
-    let ours = proj.encode(input);
-    assert_eq!(ours.len(), want.len());
-    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
-    let diff = ours
-        .iter()
-        .zip(&want)
-        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
-    let worst = diff / scale;
+    let worst = worst_relative(&proj.encode(input), &want);
     eprintln!("{family} {ty} {w}x{h}: max |ours - llama.cpp| / max |llama.cpp| = {worst:.2e}");
-    let tolerance = if ty == "f16" { 1e-3 } else { 2e-2 };
-    assert!(worst < tolerance, "{family} {ty} {w}x{h}: {worst}");
+    assert!(worst < tolerance(ty), "{family} {ty} {w}x{h}: {worst}");
 }
 
 // Tolerances as tests/vision_llama_cpp.rs explains them: f16 weights round activations to f16
@@ -184,16 +164,7 @@ fn server_chat_answers_as_llama_mtmd_cli() {
     let Some((text, mmproj)) = common::llava::family_pair("pixtral") else {
         return;
     };
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(data_dir().join("greedy.json")).unwrap())
-            .unwrap();
-    let case = doc["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["family"] == "pixtral")
-        .unwrap()
-        .clone();
+    let case = greedy_case("pixtral");
     assert_eq!(
         (&case["prompt"], &case["pictures"]),
         (
@@ -206,48 +177,7 @@ fn server_chat_answers_as_llama_mtmd_cli() {
         &text,
         &["--mmproj", mm, "--chat-template", "mistral-v7", "-np", "1"],
     );
-    let png = common::llava::picture_png(130, 50);
-    let url = format!("data:image/png;base64,{}", base64(&png));
-    let ask = serde_json::json!({
-        "messages": [{"role": "user", "content": [
-            {"type": "image_url", "image_url": {"url": url}},
-            {"type": "text", "text": "Describe."},
-        ]}],
-        "max_tokens": 12,
-        "temperature": 0,
-    });
-    let first = common::http::post(srv.port, "/v1/chat/completions", &ask);
-    assert_eq!(
-        first.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&first.body)
-    );
-    let first = first.json();
-    assert_eq!(first["choices"][0]["message"]["content"], case["text"]);
-    let n_prompt = first["usage"]["prompt_tokens"].as_u64().unwrap();
-    assert!(n_prompt > 27, "{first}");
-    let again = common::http::post(srv.port, "/v1/chat/completions", &ask).json();
-    assert_eq!(again["choices"][0]["message"]["content"], case["text"]);
-    let cached = again["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64();
-    assert_eq!(cached, Some(n_prompt - 1), "{again}");
-}
-
-/// Standard base64 with padding.
-fn base64(bytes: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for c in bytes.chunks(3) {
-        let n = (c[0] as u32) << 16
-            | (*c.get(1).unwrap_or(&0) as u32) << 8
-            | *c.get(2).unwrap_or(&0) as u32;
-        for i in 0..4 {
-            if i <= c.len() {
-                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    let body = ask(&data_url(&common::llava::picture_png(130, 50)), "Describe.");
+    let n_prompt = answers_twice(srv.port, &body, &case["text"]);
+    assert!(n_prompt > 27, "{n_prompt}");
 }

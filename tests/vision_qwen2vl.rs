@@ -10,11 +10,12 @@
 mod common;
 
 use common::http::post;
+use common::image_chat::{answers_twice, ask, data_url, greedy_case};
 use common::llava;
 use common::picture::picture;
-use common::projector::{data_dir, png, synth_projector};
+use common::projector::{png, record, synth_projector, tolerance, worst_relative};
 use llamafile::vision::{decode, preprocess_tiles, Projector, ProjectorType};
-use serde_json::{json, Value};
+use serde_json::json;
 
 fn projector(ty: &str, tag: &str) -> Option<Projector> {
     synth_projector(
@@ -24,23 +25,6 @@ fn projector(ty: &str, tag: &str) -> Option<Projector> {
         "siglip_mmproj_sha256",
         &format!("qwen2vl-{ty}"),
     )
-}
-
-/// The one record of a reference file: (n_tokens, n_embd, values).
-fn record(name: &str) -> (usize, usize, Vec<f32>) {
-    let bytes = std::fs::read(data_dir().join(name)).unwrap();
-    let n_tokens = i32::from_le_bytes(bytes[0..4].try_into().unwrap()) as usize;
-    let n_embd = i32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize;
-    assert_eq!(
-        bytes.len(),
-        8 + n_tokens * n_embd * 4,
-        "one record in {name}"
-    );
-    let values = bytes[8..]
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-        .collect();
-    (n_tokens, n_embd, values)
 }
 
 /// Max |ours − llama.cpp| relative to llama.cpp's largest magnitude; the token grid.
@@ -56,19 +40,9 @@ fn compare(ty: &str, w: usize, h: usize, grid: (usize, usize)) {
     let (n_tokens, n_embd, want) = record(&format!("qwen2vl-{ty}-{w}x{h}.emb"));
     assert_eq!((n_tokens, n_embd), (grid.0 * grid.1, proj.n_embd_out()));
     assert_eq!(proj.n_tokens_for(w, h), n_tokens, "counted before encoding");
-    let ours = proj.encode(input);
-    assert_eq!(ours.len(), want.len());
-    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
-    let diff = ours
-        .iter()
-        .zip(&want)
-        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
-    let worst = diff / scale;
+    let worst = worst_relative(&proj.encode(input), &want);
     eprintln!("qwen2vl {ty} {w}x{h}: max |ours - llama.cpp| / max |llama.cpp| = {worst:.2e}");
-    // As tests/vision_siglip.rs: f16 activations round apart; Q8_0 blocks may round a value
-    // on a boundary either way.
-    let tolerance = if ty == "f16" { 1e-3 } else { 2e-2 };
-    assert!(worst < tolerance, "qwen2vl {ty} {w}x{h}: {worst}");
+    assert!(worst < tolerance(ty), "qwen2vl {ty} {w}x{h}: {worst}");
 }
 
 // 130×50 → 140×56 pixels: 5×2 windows of 2×2 14-pixel patches; 90×170 → 84×168: 3×6.
@@ -146,16 +120,7 @@ fn a_chat_image_url_answers_as_llama_mtmd_cli() {
     let Some((text, mmproj)) = llava::family_pair("qwen2vl") else {
         return;
     };
-    let doc: Value =
-        serde_json::from_str(&std::fs::read_to_string(data_dir().join("greedy.json")).unwrap())
-            .unwrap();
-    let case = doc["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["family"] == "qwen2vl")
-        .unwrap()
-        .clone();
+    let case = greedy_case("qwen2vl");
     assert_eq!(
         (&case["prompt"], &case["pictures"]),
         (&json!("Describe."), &json!(["130x50"]))
@@ -174,32 +139,10 @@ fn a_chat_image_url_answers_as_llama_mtmd_cli() {
         dir.to_str().unwrap(),
     ];
     let srv = common::server::start_with(&text, &args);
-    let png = llava::picture_png(130, 50);
-    let url = format!("data:image/png;base64,{}", base64(&png));
-    let body = json!({
-        "messages": [{"role": "user", "content": [
-            {"type": "image_url", "image_url": {"url": url}},
-            {"type": "text", "text": "Describe."},
-        ]}],
-        "max_tokens": 12,
-        "temperature": 0,
-    });
-    let first = post(srv.port, "/v1/chat/completions", &body);
-    assert_eq!(
-        first.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&first.body)
-    );
-    let first = first.json();
-    assert_eq!(first["choices"][0]["message"]["content"], case["text"]);
-    let n_prompt = first["usage"]["prompt_tokens"].as_u64().unwrap();
+    let body = ask(&data_url(&llava::picture_png(130, 50)), "Describe.");
     // 10 image tokens, their markers and the chat text.
-    assert!(n_prompt > 12, "{first}");
-    let again = post(srv.port, "/v1/chat/completions", &body).json();
-    assert_eq!(again["choices"][0]["message"]["content"], case["text"]);
-    let cached = again["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64();
-    assert_eq!(cached, Some(n_prompt - 1), "{again}");
+    let n_prompt = answers_twice(srv.port, &body, &case["text"]);
+    assert!(n_prompt > 12, "{n_prompt}");
     let saved = post(
         srv.port,
         "/slots/0?action=save",
@@ -217,20 +160,4 @@ fn a_chat_image_url_answers_as_llama_mtmd_cli() {
         .to_string();
     assert!(msg.contains("M-RoPE"), "{msg}");
     std::fs::remove_dir_all(&dir).ok();
-}
-
-/// Standard base64 with padding.
-fn base64(bytes: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for c in bytes.chunks(3) {
-        let n = (c.iter().enumerate()).fold(0u32, |n, (i, &b)| n | (b as u32) << (16 - 8 * i));
-        for k in 0..4 {
-            match k <= c.len() {
-                true => out.push(A[(n >> (18 - 6 * k) & 63) as usize] as char),
-                false => out.push('='),
-            }
-        }
-    }
-    out
 }

@@ -13,36 +13,13 @@
 mod common;
 
 use common::http::post;
+use common::image_chat::{answers_twice, data_url, greedy_case};
 use common::llava;
 use serde_json::{json, Value};
 
-fn data_url(png: &[u8]) -> String {
-    let b64 = std::process::Command::new("base64")
-        .arg("-w0")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin.take().unwrap().write_all(png)?;
-            c.wait_with_output()
-        })
-        .unwrap();
-    format!(
-        "data:image/png;base64,{}",
-        String::from_utf8(b64.stdout).unwrap()
-    )
-}
-
+/// "Describe." after the image at `url`.
 fn ask(url: &str) -> Value {
-    json!({
-        "messages": [{"role": "user", "content": [
-            {"type": "image_url", "image_url": {"url": url}},
-            {"type": "text", "text": "Describe."},
-        ]}],
-        "max_tokens": 12,
-        "temperature": 0,
-    })
+    common::image_chat::ask(url, "Describe.")
 }
 
 #[test]
@@ -57,23 +34,10 @@ fn chat_with_an_image_matches_llama_mtmd_cli() {
     );
     let url = data_url(&llava::picture_png(84, 84));
     let want = &llava::cli_cases()[0].2;
-    let first = post(srv.port, "/v1/chat/completions", &ask(&url));
-    assert_eq!(
-        first.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&first.body)
-    );
-    let first = first.json();
-    assert_eq!(first["choices"][0]["message"]["content"], json!(want));
-    // "USER: " and "Describe.\nASSISTANT:" around 6×6 image tokens.
-    let n_prompt = first["usage"]["prompt_tokens"].as_u64().unwrap();
-    assert!(n_prompt > 36, "{first}");
-    // The same image in the same place: all but the last position comes from the cache.
-    let again = post(srv.port, "/v1/chat/completions", &ask(&url)).json();
-    assert_eq!(again["choices"][0]["message"]["content"], json!(want));
-    let cached = again["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64();
-    assert_eq!(cached, Some(n_prompt - 1), "{again}");
+    // "USER: " and "Describe.\nASSISTANT:" around 6×6 image tokens; the same image in the
+    // same place again: all but the last position comes from the cache.
+    let n_prompt = answers_twice(srv.port, &ask(&url), &json!(want));
+    assert!(n_prompt > 36, "{n_prompt}");
     // Another image there: only the text before it is reused.
     let other = data_url(&llava::picture_png(84, 83));
     let third = post(srv.port, "/v1/chat/completions", &ask(&other)).json();
@@ -174,37 +138,9 @@ fn smolvlm_tiles_answer_as_llama_mtmd_cli() {
         &["--mmproj", mm, "--chat-template", "chatml", "-np", "1"],
     );
     let url = data_url(&llava::picture_png(130, 50));
-    let first = post(srv.port, "/v1/chat/completions", &ask(&url));
-    assert_eq!(
-        first.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&first.body)
-    );
-    let first = first.json();
-    assert_eq!(first["choices"][0]["message"]["content"], case["text"]);
     // Three inputs of 16 rows, and the text around them.
-    let n_prompt = first["usage"]["prompt_tokens"].as_u64().unwrap();
-    assert!(n_prompt > 48, "{first}");
-    let again = post(srv.port, "/v1/chat/completions", &ask(&url)).json();
-    assert_eq!(again["choices"][0]["message"]["content"], case["text"]);
-    let cached = again["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64();
-    assert_eq!(cached, Some(n_prompt - 1), "{again}");
-}
-
-/// The first case of `family` in tests/data/vision/greedy.json.
-fn greedy_case(family: &str) -> Value {
-    let doc: Value = serde_json::from_str(
-        &std::fs::read_to_string(common::projector::data_dir().join("greedy.json")).unwrap(),
-    )
-    .unwrap();
-    doc["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["family"] == family)
-        .unwrap()
-        .clone()
+    let n_prompt = answers_twice(srv.port, &ask(&url), &case["text"]);
+    assert!(n_prompt > 48, "{n_prompt}");
 }
 
 #[test]
