@@ -13,10 +13,9 @@ use std::sync::Arc;
 
 use common::image_chat::{answers_twice, ask, data_url, greedy_case};
 use common::llava;
-use common::picture::picture;
-use common::projector::{png, record, synth_projector, tolerance, worst_relative};
+use common::projector::{check_qwen_budget_and_layout, compare_grid, synth_projector};
 use llamafile::gguf::GgufFile;
-use llamafile::vision::{decode, preprocess_tiles, Projector, ProjectorType};
+use llamafile::vision::{Projector, ProjectorType};
 use serde_json::json;
 
 fn projector(ty: &str, tag: &str) -> Option<Projector> {
@@ -24,22 +23,8 @@ fn projector(ty: &str, tag: &str) -> Option<Projector> {
     synth_projector("qwen25vl", ty, tag, "siglip_mmproj_sha256", &name)
 }
 
-/// Max |ours − llama.cpp| relative to llama.cpp's largest magnitude; the token grid.
 fn compare(ty: &str, w: usize, h: usize, grid: (usize, usize)) {
-    let Some(proj) = projector(ty, &format!("{w}x{h}")) else {
-        return;
-    };
-    let img = decode(&png(&picture(w, h))).unwrap();
-    let tiles = preprocess_tiles(&img, proj.ty, &proj.hparams);
-    assert_eq!(tiles.images.len(), 1, "one input");
-    let input = &tiles.images[0];
-    assert_eq!(proj.token_grid(input), Some(grid), "{w}x{h}: token grid");
-    let (n_tokens, n_embd, want) = record(&format!("qwen25vl-{ty}-{w}x{h}.emb"));
-    assert_eq!((n_tokens, n_embd), (grid.0 * grid.1, proj.n_embd_out()));
-    assert_eq!(proj.n_tokens_for(w, h), n_tokens, "counted before encoding");
-    let worst = worst_relative(&proj.encode(input), &want);
-    eprintln!("qwen25vl {ty} {w}x{h}: max |ours - llama.cpp| / max |llama.cpp| = {worst:.2e}");
-    assert!(worst < tolerance(ty), "qwen25vl {ty} {w}x{h}: {worst}");
+    compare_grid("qwen25vl", ty, w, h, grid);
 }
 
 // 130×50 → 140×56 pixels: 5×2 tokens, windows of 4×2 and 1×2; 250×180 → 252×168: 9×6 tokens,
@@ -71,12 +56,7 @@ fn type_budget_and_layout() {
         return;
     };
     assert_eq!(p.ty, ProjectorType::Qwen25vl);
-    assert!(p.ty.mrope());
-    assert_eq!((p.hparams.n_merge, p.n_embd_out()), (2, 256));
-    assert!(p.n_tokens_for(10, 10) >= 8);
-    assert!(p.n_tokens_for(8000, 8000) <= 4096);
-    assert_eq!(p.layout().begin, "<|vision_start|>");
-    assert_eq!(p.layout().end, "<|vision_end|>");
+    check_qwen_budget_and_layout(&p);
 }
 
 /// The Q8_0 projector's bytes with `clip.vision.n_wa_pattern` renamed (same length, so still a

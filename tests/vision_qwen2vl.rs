@@ -12,9 +12,8 @@ mod common;
 use common::http::post;
 use common::image_chat::{answers_twice, ask, data_url, greedy_case};
 use common::llava;
-use common::picture::picture;
-use common::projector::{png, record, synth_projector, tolerance, worst_relative};
-use llamafile::vision::{decode, preprocess_tiles, Projector, ProjectorType};
+use common::projector::{check_qwen_budget_and_layout, compare_grid, synth_projector};
+use llamafile::vision::{Projector, ProjectorType};
 use serde_json::json;
 
 fn projector(ty: &str, tag: &str) -> Option<Projector> {
@@ -27,22 +26,8 @@ fn projector(ty: &str, tag: &str) -> Option<Projector> {
     )
 }
 
-/// Max |ours − llama.cpp| relative to llama.cpp's largest magnitude; the token grid.
 fn compare(ty: &str, w: usize, h: usize, grid: (usize, usize)) {
-    let Some(proj) = projector(ty, &format!("{w}x{h}")) else {
-        return;
-    };
-    let img = decode(&png(&picture(w, h))).unwrap();
-    let tiles = preprocess_tiles(&img, proj.ty, &proj.hparams);
-    assert_eq!(tiles.images.len(), 1, "one input");
-    let input = &tiles.images[0];
-    assert_eq!(proj.token_grid(input), Some(grid), "{w}x{h}: token grid");
-    let (n_tokens, n_embd, want) = record(&format!("qwen2vl-{ty}-{w}x{h}.emb"));
-    assert_eq!((n_tokens, n_embd), (grid.0 * grid.1, proj.n_embd_out()));
-    assert_eq!(proj.n_tokens_for(w, h), n_tokens, "counted before encoding");
-    let worst = worst_relative(&proj.encode(input), &want);
-    eprintln!("qwen2vl {ty} {w}x{h}: max |ours - llama.cpp| / max |llama.cpp| = {worst:.2e}");
-    assert!(worst < tolerance(ty), "qwen2vl {ty} {w}x{h}: {worst}");
+    compare_grid("qwen2vl", ty, w, h, grid);
 }
 
 // 130×50 → 140×56 pixels: 5×2 windows of 2×2 14-pixel patches; 90×170 → 84×168: 3×6.
@@ -73,12 +58,7 @@ fn type_and_token_budget() {
         return;
     };
     assert_eq!(p.ty, ProjectorType::Qwen2vl);
-    assert_eq!((p.hparams.n_merge, p.n_embd_out()), (2, 256));
-    // At least 8 tokens, at most 4096 (clip's limits for Qwen2-VL).
-    assert!(p.n_tokens_for(10, 10) >= 8);
-    assert!(p.n_tokens_for(8000, 8000) <= 4096);
-    assert_eq!(p.layout().begin, "<|vision_start|>");
-    assert_eq!(p.layout().end, "<|vision_end|>");
+    check_qwen_budget_and_layout(&p);
 }
 
 /// A projector for another width, or for a text model without M-RoPE: one line, exit 1.

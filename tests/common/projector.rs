@@ -7,7 +7,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use llamafile::gguf::GgufFile;
-use llamafile::vision::{Projector, RgbImage};
+use llamafile::vision::{decode, preprocess_tiles, Projector, RgbImage};
 
 /// tests/data/vision: llama.cpp's reference embeddings and their index.
 pub fn data_dir() -> PathBuf {
@@ -97,6 +97,41 @@ pub fn tolerance(ty: &str) -> f32 {
     } else {
         2e-2
     }
+}
+
+/// The synthetic projector `family` with `ty` weights (SHA-256 in `siglip_mmproj_sha256`) on
+/// the test picture of `w`×`h`, for the projectors whose tokens form a grid (Qwen2-VL's and
+/// Qwen2.5-VL's): one input of `grid` tokens, counted before encoding, whose embeddings are
+/// within [`tolerance`] of llama.cpp's record `FAMILY-TY-WxH.emb`.
+pub fn compare_grid(family: &str, ty: &str, w: usize, h: usize, grid: (usize, usize)) {
+    let name = format!("{family}-{ty}");
+    let tag = format!("{w}x{h}");
+    let Some(proj) = synth_projector(family, ty, &tag, "siglip_mmproj_sha256", &name) else {
+        return;
+    };
+    let img = decode(&png(&super::picture::picture(w, h))).unwrap();
+    let tiles = preprocess_tiles(&img, proj.ty, &proj.hparams);
+    assert_eq!(tiles.images.len(), 1, "one input");
+    let input = &tiles.images[0];
+    assert_eq!(proj.token_grid(input), Some(grid), "{tag}: token grid");
+    let (n_tokens, n_embd, want) = record(&format!("{name}-{tag}.emb"));
+    assert_eq!((n_tokens, n_embd), (grid.0 * grid.1, proj.n_embd_out()));
+    assert_eq!(proj.n_tokens_for(w, h), n_tokens, "counted before encoding");
+    let worst = worst_relative(&proj.encode(input), &want);
+    eprintln!("{name} {tag}: max |ours - llama.cpp| / max |llama.cpp| = {worst:.2e}");
+    assert!(worst < tolerance(ty), "{name} {tag}: {worst}");
+}
+
+/// What Qwen2-VL's and Qwen2.5-VL's synthetic projectors share: 2×2 merging into the text
+/// model's 256, 8 to 4096 tokens an image (clip's limits), M-RoPE positions, and
+/// `<|vision_start|>` rows `<|vision_end|>`.
+pub fn check_qwen_budget_and_layout(p: &Projector) {
+    assert_eq!((p.hparams.n_merge, p.n_embd_out()), (2, 256));
+    assert!(p.ty.mrope());
+    assert!(p.n_tokens_for(10, 10) >= 8);
+    assert!(p.n_tokens_for(8000, 8000) <= 4096);
+    assert_eq!(p.layout().begin, "<|vision_start|>");
+    assert_eq!(p.layout().end, "<|vision_end|>");
 }
 
 /// The picture as a PNG file's bytes.
