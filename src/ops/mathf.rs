@@ -229,6 +229,13 @@ pub fn expf(x: f32) -> f32 {
     exp::<Portable>(x)
 }
 
+/// [`expf`] written into its caller, for SIMD kernels compiled with FMA only: each fused step
+/// is then the instruction (elsewhere it would be the C library's `fma`, not always right).
+#[inline(always)]
+pub fn expf_inlined(x: f32) -> f32 {
+    exp::<Hardware>(x)
+}
+
 /// Whether the FMA-compiled copy runs: the variant `crate::cpu` chose (once, honouring
 /// `LLAMAFILE_CPU`) has FMA. Both copies give the same bits; this only picks the faster one.
 #[cfg(target_arch = "x86_64")]

@@ -8,7 +8,8 @@
 //! directly): widening is exact, so every product is the one ggml forms from the f16 values,
 //! and the heads' dependency chains overlap.
 
-use super::{f16_bits as bits, softmax_step, Rows, Scores};
+use super::{f16_bits as bits, softmax_step_with, Rows, Scores};
+use crate::ops::mathf;
 
 /// The vector operations of one SIMD width. Every method needs the CPU features of its
 /// implementation and slices of at least `N` elements.
@@ -20,6 +21,8 @@ pub(super) trait Lanes: Copy {
     unsafe fn load(s: &[f32]) -> Self;
     /// Stores the lanes rounded to f16 (nearest even).
     unsafe fn round_store(d: &mut [u16], v: Self);
+    /// The lanes rounded to f16 (nearest even) and widened back.
+    unsafe fn round(v: Self) -> Self;
     unsafe fn store(d: &mut [f32], v: Self);
     unsafe fn splat(x: f32) -> Self;
     unsafe fn mul(a: Self, b: Self) -> Self;
@@ -52,6 +55,12 @@ impl KeyRow for [u16] {
     }
 }
 
+/// Positions taken together: their dots first, then their softmax steps, then their values.
+const BLOCK: usize = 16;
+
+/// Accumulator vectors one pass over a block keeps in registers.
+const PASS: usize = 8;
+
 /// The heads in `q` (`hd` values each) over `rows`, into `out`.
 ///
 /// # Safety
@@ -73,48 +82,58 @@ pub(super) unsafe fn attend<L: Lanes>(
     let mut qr = lines(q.len());
     widen::<L>(&q16, flat_mut(&mut qr));
     let qr = flat(&qr);
-    let (mut kl, mut vl) = (lines(hd), lines(hd));
-    let (k, v) = (flat_mut(&mut kl), flat_mut(&mut vl));
-    let mut acc_lines = lines(q.len().div_ceil(32) * 16);
-    let acc = &mut flat_bits_mut(&mut acc_lines)[..q.len()];
+    // The block's key and value rows, widened.
+    let (mut kl, mut vl) = (lines(BLOCK * hd), lines(BLOCK * hd));
+    let (kb, vb) = (flat_mut(&mut kl), flat_mut(&mut vl));
+    // The value accumulator, f16 values held as floats.
+    let mut acc_lines = lines(q.len());
+    let acc = flat_mut(&mut acc_lines);
     let mut state = vec![(f32::NEG_INFINITY, 0f32); n];
-    let mut weight = vec![0f32; n];
-    for p in rows.first..=rows.last {
-        let k_row = bits(&rows.keys[(rows.row)(rows.keys, p)]);
-        if n > 1 {
-            widen::<L>(k_row, k);
+    // Per block of positions, head-major: the scores, then each one's (accumulator factor,
+    // value weight) from the online softmax.
+    let mut score = vec![0f32; n * BLOCK];
+    let mut factor = vec![(1f32, 0f32); n * BLOCK];
+    let mut p0 = rows.first;
+    while p0 <= rows.last {
+        let len = (rows.last + 1 - p0).min(BLOCK);
+        for i in 0..len {
+            let k_row = bits(&rows.keys[(rows.row)(rows.keys, p0 + i)]);
+            widen::<L>(k_row, &mut kb[i * hd..][..hd]);
+            let v_row = bits(&rows.values[(rows.row)(rows.values, p0 + i)]);
+            widen::<L>(v_row, &mut vb[i * hd..][..hd]);
         }
-        for (h, ((max, sum), wt)) in state.iter_mut().zip(&mut weight).enumerate() {
-            let qh = &qr[h * hd..][..hd];
-            let s = scores.apply(if n > 1 {
-                L::dot(qh, k)
+        // The dots of a block depend neither on each other nor on the softmax: they overlap.
+        for (h, qh) in qr.chunks_exact(hd).enumerate() {
+            for (i, k) in kb.chunks_exact(hd).take(len).enumerate() {
+                score[h * BLOCK + i] = scores.apply(L::dot(qh, k));
+            }
+        }
+        for (h, st) in state.iter_mut().enumerate() {
+            let (mut max, mut sum) = *st;
+            for i in 0..len {
+                factor[h * BLOCK + i] = softmax_step_with(
+                    score[h * BLOCK + i],
+                    &mut max,
+                    &mut sum,
+                    mathf::expf_inlined,
+                );
+            }
+            *st = (max, sum);
+        }
+        // Each accumulator vector's chain runs through the block in registers, `PASS` chains
+        // at a time (from one head or two).
+        for (first, chunk) in acc.chunks_mut(PASS * w).enumerate() {
+            let first = first * PASS * w;
+            let values = &vb[..len * hd];
+            if chunk.len() == PASS * w {
+                pass::<L, PASS>(chunk, first, hd, values, &factor, len);
             } else {
-                L::dot(qh, k_row)
-            });
-            let (ms, vs) = softmax_step(s, max, sum);
-            if ms != 1.0 {
-                let m = L::splat(ms);
-                for a in acc[h * hd..][..hd].chunks_exact_mut(w) {
-                    L::round_store(a, L::mul(L::widen(a), m));
-                }
-            }
-            *wt = vs;
-        }
-        let v_row = bits(&rows.values[(rows.row)(rows.values, p)]);
-        if n > 1 {
-            widen::<L>(v_row, v);
-            for (acc, &vs) in acc.chunks_exact_mut(hd).zip(&weight) {
-                let wt = L::splat(vs);
-                for (a, x) in acc.chunks_exact_mut(w).zip(v.chunks_exact(w)) {
-                    L::round_store(a, L::fma(L::load(x), wt, L::widen(a)));
-                }
-            }
-        } else {
-            let wt = L::splat(weight[0]);
-            for (a, x) in acc.chunks_exact_mut(w).zip(v_row.chunks_exact(w)) {
-                L::round_store(a, L::fma(L::widen(x), wt, L::widen(a)));
+                // AVX-512's last 64 floats when the heads hold an odd number of them.
+                assert_eq!(chunk.len(), PASS / 2 * w, "attention: heads of {hd}");
+                pass::<L, { PASS / 2 }>(chunk, first, hd, values, &factor, len);
             }
         }
+        p0 += len;
     }
     for ((out, acc), (_, sum)) in out
         .chunks_exact_mut(hd)
@@ -123,8 +142,48 @@ pub(super) unsafe fn attend<L: Lanes>(
     {
         let inv = L::splat(if *sum == 0.0 { 0.0 } else { 1.0 / sum });
         for (o, a) in out.chunks_exact_mut(w).zip(acc.chunks_exact(w)) {
-            L::store(o, L::mul(L::widen(a), inv));
+            L::store(o, L::mul(L::load(a), inv));
         }
+    }
+}
+
+/// One pass of the value accumulation over a block: `acc` holds the accumulator's floats from
+/// `first` (in the heads' concatenation, `R` vectors), `values` the block's widened
+/// rows, `factor` each head's (factor, weight) per position. In ggml's order per position: the
+/// accumulator scaled when the running maximum moved, then the weighted value added, each
+/// rounded to f16.
+#[inline(always)]
+unsafe fn pass<L: Lanes, const R: usize>(
+    acc: &mut [f32],
+    first: usize,
+    hd: usize,
+    values: &[f32],
+    factor: &[(f32, f32)],
+    len: usize,
+) {
+    let w = L::N;
+    let mut reg = [L::splat(0.0); R];
+    for (r, a) in reg.iter_mut().zip(acc.chunks_exact(w)) {
+        *r = L::load(a);
+    }
+    // Each vector's head and column.
+    let at: [(usize, usize); R] = std::array::from_fn(|r| {
+        let x = first + r * w;
+        (x / hd, x % hd)
+    });
+    for i in 0..len {
+        let row = &values[i * hd..][..hd];
+        for r in 0..R {
+            let (h, col) = at[r];
+            let (ms, vs) = factor[h * BLOCK + i];
+            if ms != 1.0 {
+                reg[r] = L::round(L::mul(reg[r], L::splat(ms)));
+            }
+            reg[r] = L::round(L::fma(L::load(&row[col..]), L::splat(vs), reg[r]));
+        }
+    }
+    for (r, a) in reg.iter().zip(acc.chunks_exact_mut(w)) {
+        L::store(a, *r);
     }
 }
 
@@ -157,10 +216,4 @@ fn flat(l: &[Line]) -> &[f32] {
 fn flat_mut(l: &mut [Line]) -> &mut [f32] {
     // SAFETY: as in `flat`; the borrow is unique.
     unsafe { std::slice::from_raw_parts_mut(l.as_mut_ptr().cast(), l.len() * 16) }
-}
-
-/// The lines as f16 bits (twice as many values as floats).
-fn flat_bits_mut(l: &mut [Line]) -> &mut [u16] {
-    // SAFETY: as in `flat`; any bit pattern is a valid u16, and u16's alignment divides 64.
-    unsafe { std::slice::from_raw_parts_mut(l.as_mut_ptr().cast(), l.len() * 32) }
 }

@@ -44,6 +44,11 @@ impl Lanes for __m256 {
     }
 
     #[inline(always)]
+    unsafe fn round(v: Self) -> Self {
+        unsafe { _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v)) }
+    }
+
+    #[inline(always)]
     unsafe fn store(d: &mut [f32], v: Self) {
         assert!(d.len() >= 8);
         unsafe { _mm256_storeu_ps(d.as_mut_ptr(), v) }

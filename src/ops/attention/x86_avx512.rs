@@ -42,6 +42,11 @@ impl Lanes for __m512 {
     }
 
     #[inline(always)]
+    unsafe fn round(v: Self) -> Self {
+        unsafe { _mm512_cvtph_ps(_mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v)) }
+    }
+
+    #[inline(always)]
     unsafe fn store(d: &mut [f32], v: Self) {
         assert!(d.len() >= 16);
         unsafe { _mm512_storeu_ps(d.as_mut_ptr(), v) }
