@@ -210,6 +210,12 @@ impl GgufFile {
         let start = (self.data_offset + tensor.offset) as usize;
         &self.bytes[start..start + tensor.n_bytes() as usize]
     }
+
+    /// Gives back the memory of `part` (bytes of this file, such as a tensor's data copied
+    /// elsewhere) where the file is mapped: see [`SharedBytes::release_pages`].
+    pub fn release_pages(&self, part: &[u8]) {
+        self.bytes.release_pages(part);
+    }
 }
 
 /// `general.alignment`, or the default; it must be a non-zero power of two that fits a `u32`.

@@ -14,6 +14,9 @@ use memmap2::Mmap;
 use super::error::GgufError;
 
 enum Storage {
+    /// A file's pages, mapped read-only.
+    File(Mmap),
+    /// Anonymous memory, written once and then read-only.
     Mapped(Mmap),
     Owned(Vec<u8>),
 }
@@ -21,7 +24,7 @@ enum Storage {
 impl Storage {
     fn bytes(&self) -> &[u8] {
         match self {
-            Storage::Mapped(m) => m,
+            Storage::File(m) | Storage::Mapped(m) => m,
             Storage::Owned(v) => v,
         }
     }
@@ -32,9 +35,44 @@ impl SharedBytes {
     /// out; owned buffers need nothing.
     pub fn lock_in_memory(&self) -> std::io::Result<()> {
         match &*self.storage {
-            Storage::Mapped(m) => crate::platform::lock_in_memory(m),
+            Storage::File(m) | Storage::Mapped(m) => crate::platform::lock_in_memory(m),
             Storage::Owned(_) => Ok(()),
         }
+    }
+
+    /// Gives back the memory of the pages wholly inside `part` (a sub-slice of these bytes)
+    /// when they are a file's mapped pages, once their data has been copied elsewhere (weights
+    /// regrouped for the CPU kernels): a later read maps them again from the page cache or the
+    /// file. Anonymous and owned bytes are kept, since theirs would be lost; elsewhere than
+    /// Unix nothing is done.
+    pub fn release_pages(&self, part: &[u8]) {
+        #[cfg(unix)]
+        if let Storage::File(map) = &*self.storage {
+            let base = map.as_ptr() as usize;
+            let start = part.as_ptr() as usize;
+            let end = start + part.len();
+            if start < base || end > base + map.len() {
+                return;
+            }
+            // SAFETY: sysconf has no preconditions.
+            let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+            let (first, last) = (start.next_multiple_of(page), end / page * page);
+            if first < last {
+                // SAFETY: the map is a read-only mapping of a file nobody rewrites while it is
+                // mapped (see `map_file`): after MADV_DONTNEED a read of these pages maps the
+                // same bytes again, so no reference into them sees a change. Only advice: an
+                // error (locked pages) leaves the pages where they are.
+                let _ = unsafe {
+                    map.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        first - base,
+                        last - first,
+                    )
+                };
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = part;
     }
 }
 
@@ -61,7 +99,12 @@ impl SharedBytes {
         // Only advice: where the kernel has no transparent huge pages the weights are read in
         // small pages, as without it.
         let _ = crate::platform::advise_huge_pages(&map);
-        Ok(SharedBytes::from_mmap(map))
+        let len = map.len();
+        Ok(SharedBytes {
+            storage: Arc::new(Storage::File(map)),
+            start: 0,
+            len,
+        })
     }
 
     /// Reads `len` bytes of the file at `path` from `offset` into anonymous memory (`--no-mmap`),
@@ -174,7 +217,8 @@ impl AsRef<[u8]> for SharedBytes {
 impl fmt::Debug for SharedBytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match *self.storage {
-            Storage::Mapped(_) => "mapped",
+            Storage::File(_) => "file",
+            Storage::Mapped(_) => "anonymous",
             Storage::Owned(_) => "owned",
         };
         write!(

@@ -44,10 +44,18 @@ impl std::fmt::Debug for Regrouped {
 }
 
 impl Regrouped {
-    /// The regrouped bytes of `m` (the whole tensor), made now if they were not yet.
-    fn get_or_make(&self, m: &QMat) -> Option<&[u8]> {
+    /// The regrouped bytes of `m` (the whole tensor, read from `file`), made now if they were
+    /// not yet. Once made, the file's pages of the tensor are given back: the kernels read the
+    /// copy, so the memory is not held twice (what else reads those rows maps them again).
+    fn get_or_make(&self, m: &QMat, file: &GgufFile) -> Option<&[u8]> {
         self.0
-            .get_or_init(|| regroup(m))
+            .get_or_init(|| {
+                let copy = regroup(m);
+                if copy.is_some() {
+                    file.release_pages(m.data);
+                }
+                copy
+            })
             .as_ref()
             .map(|b| b.as_slice())
     }
@@ -91,7 +99,7 @@ impl Tensor {
     /// [`Tensor::mat`] with the regrouped copy the CPU kernels read (made on the first call).
     pub fn cpu_mat<'a>(&'a self, file: &'a GgufFile) -> QMat<'a> {
         let mut m = self.mat(file);
-        m.x8 = self.x8.get_or_make(&m);
+        m.x8 = self.x8.get_or_make(&m, file);
         m
     }
 
