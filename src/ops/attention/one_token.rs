@@ -1,12 +1,13 @@
 //! The one-token attention kernel's structure, written once for every SIMD width ([`Lanes`]):
 //! ggml's f16 pipeline (the query rounded to f16, the four-accumulator q·k dot with its fixed
 //! reduction, the online softmax, the value accumulator kept in f16 and rounded after every
-//! fused multiply-add), for the query heads of one call interleaved position by position.
+//! fused multiply-add), for the query heads of one call, by blocks of positions.
 //!
-//! The query is rounded to f16 and widened back once, and with several heads each key and
-//! value row is widened once per position for all of them (one head reads the f16 rows
-//! directly): widening is exact, so every product is the one ggml forms from the f16 values,
-//! and the heads' dependency chains overlap.
+//! The query is rounded to f16 and widened back once, and each block's key and value rows are
+//! widened once for all the heads: widening is exact, so every product is the one ggml forms
+//! from the f16 values. Per block, the dots come first (independent, so they overlap), then
+//! each head's softmax steps in order, then the value accumulator runs through the block in
+//! registers; the order of the floating-point steps per head is ggml's.
 
 use super::{f16_bits as bits, softmax_step_with, Rows, Scores};
 use crate::ops::mathf;
@@ -30,29 +31,7 @@ pub(super) trait Lanes: Copy {
     unsafe fn fma(a: Self, b: Self, c: Self) -> Self;
     /// ggml's AVX-512 f16 dot of `q` (widened f16 values) and the key row `k`, in its float
     /// order.
-    unsafe fn dot<K: KeyRow + ?Sized>(q: &[f32], k: &K) -> f32;
-}
-
-/// A key row as the dot reads it: widened already, or f16.
-pub(super) trait KeyRow {
-    /// The `L::N` values from `at` as floats.
-    unsafe fn vector<L: Lanes>(&self, at: usize) -> L;
-}
-
-impl KeyRow for [f32] {
-    #[inline(always)]
-    unsafe fn vector<L: Lanes>(&self, at: usize) -> L {
-        // SAFETY: the caller has `L`'s features.
-        unsafe { L::load(&self[at..]) }
-    }
-}
-
-impl KeyRow for [u16] {
-    #[inline(always)]
-    unsafe fn vector<L: Lanes>(&self, at: usize) -> L {
-        // SAFETY: the caller has `L`'s features.
-        unsafe { L::widen(&self[at..]) }
-    }
+    unsafe fn dot(q: &[f32], k: &[f32]) -> f32;
 }
 
 /// Positions taken together: their dots first, then their softmax steps, then their values.

@@ -3,7 +3,7 @@
 //! kernel's 16-lane vectors being a pair of halves here, lane for lane (the dot keeps eight
 //! accumulators for its four, and reduces them in the same order).
 
-use super::one_token::{self, KeyRow, Lanes};
+use super::one_token::{self, Lanes};
 use super::{Rows, Scores, DOT_STEP};
 use std::arch::x86_64::*;
 
@@ -70,12 +70,14 @@ impl Lanes for __m256 {
     }
 
     #[inline(always)]
-    unsafe fn dot<K: KeyRow + ?Sized>(q: &[f32], k: &K) -> f32 {
+    unsafe fn dot(q: &[f32], k: &[f32]) -> f32 {
         let mut acc = [unsafe { _mm256_setzero_ps() }; 8];
         for (i, qc) in q.chunks_exact(DOT_STEP).enumerate() {
             for (j, a) in acc.iter_mut().enumerate() {
                 let o = 8 * j;
-                *a = unsafe { Self::fma(k.vector(i * DOT_STEP + o), Self::load(&qc[o..]), *a) };
+                *a = unsafe {
+                    Self::fma(Self::load(&k[i * DOT_STEP + o..]), Self::load(&qc[o..]), *a)
+                };
             }
         }
         unsafe { finish_dot(acc) }

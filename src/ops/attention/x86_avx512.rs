@@ -1,7 +1,7 @@
 //! The one-token attention kernel on AVX-512 (+F16C, FMA): [`one_token`](super::one_token)'s
 //! structure over 16-lane vectors, ggml's own width for this kernel.
 
-use super::one_token::{self, KeyRow, Lanes};
+use super::one_token::{self, Lanes};
 use super::{Rows, Scores, DOT_STEP};
 use std::arch::x86_64::*;
 
@@ -68,12 +68,14 @@ impl Lanes for __m512 {
     }
 
     #[inline(always)]
-    unsafe fn dot<K: KeyRow + ?Sized>(q: &[f32], k: &K) -> f32 {
+    unsafe fn dot(q: &[f32], k: &[f32]) -> f32 {
         let mut acc = [unsafe { _mm512_setzero_ps() }; 4];
         for (i, qc) in q.chunks_exact(DOT_STEP).enumerate() {
             for (j, a) in acc.iter_mut().enumerate() {
                 let o = 16 * j;
-                *a = unsafe { Self::fma(k.vector(i * DOT_STEP + o), Self::load(&qc[o..]), *a) };
+                *a = unsafe {
+                    Self::fma(Self::load(&k[i * DOT_STEP + o..]), Self::load(&qc[o..]), *a)
+                };
             }
         }
         unsafe { finish_dot(acc) }
