@@ -4,10 +4,13 @@
 //! short while after each job, so the next job starts within a cache-line transfer, and parks
 //! only when the pool goes idle. The calling thread always takes part in its own job.
 //!
-//! Jobs are `Fn(task index)` closures that borrow the caller's data: the caller does not return
-//! before every worker has checked out of the job, which is what makes lending them sound. A
-//! job submitted while another is running (another thread, or a task calling back in) runs on
-//! its caller's thread alone.
+//! Jobs are `Fn(task index)` closures that borrow the caller's data: a worker joins a job
+//! before it touches it, and the caller does not return before every worker that joined has
+//! checked out, which is what makes lending them sound. Once the caller has finished its share
+//! and no task is left, it closes the job: a worker that had not joined by then (descheduled on
+//! a busy machine) never will, so the caller does not wait a scheduler time slice for a thread
+//! that has nothing left to do. A job submitted while another is running (another thread, or a
+//! task calling back in) runs on its caller's thread alone.
 
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -20,6 +23,16 @@ use std::time::{Duration, Instant};
 const SPIN_ONLY: Duration = Duration::from_micros(30);
 /// How long an idle worker keeps polling (yielding its core between polls) before it parks.
 const SPIN_BEFORE_PARK: Duration = Duration::from_micros(300);
+
+/// The bit of [`Shared::gate`] that says the job takes no more workers.
+const CLOSED: u64 = 1 << 31;
+/// The bits of [`Shared::gate`] that count the workers inside the job.
+const JOINED: u64 = CLOSED - 1;
+
+/// The gate of job `epoch`, open, with nobody inside.
+fn open_gate(epoch: u64) -> u64 {
+    epoch << 32
+}
 
 /// A job's body, with the caller's lifetime erased while workers hold it (see `run`).
 type Job = dyn Fn(usize) + Sync;
@@ -34,8 +47,10 @@ struct Shared {
     n_tasks: AtomicUsize,
     /// The next task index to hand out.
     next_task: AtomicUsize,
-    /// Workers that have not yet finished the current job.
-    busy_workers: AtomicUsize,
+    /// Who is inside the current job: the job's number (the low 32 bits of `epoch`) in the
+    /// high half, [`CLOSED`] once no worker may join any more, and the workers that joined and
+    /// have not checked out in the low bits.
+    gate: AtomicU64,
     /// A task of the current job panicked on a worker.
     panicked: AtomicBool,
     /// Per worker: it is parked, or about to park.
@@ -43,9 +58,10 @@ struct Shared {
     shutdown: AtomicBool,
 }
 
-// SAFETY: `job` is written only by the thread holding `Pool::submit` while `busy_workers` is 0,
-// and read by workers only between seeing a new `epoch` (acquire) and decrementing
-// `busy_workers` (release); those orderings make the accesses race-free.
+// SAFETY: `job` is written only by the thread holding `Pool::submit` while no worker is inside
+// a job (the gate's count is 0, read with acquire), and read by workers only between joining
+// the gate of the epoch that published it (acquire) and checking out (release); those orderings
+// make the accesses race-free.
 unsafe impl Sync for Shared {}
 
 /// A fixed-size pool of compute threads.
@@ -65,7 +81,7 @@ impl Pool {
             job: UnsafeCell::new(None),
             n_tasks: AtomicUsize::new(0),
             next_task: AtomicUsize::new(0),
-            busy_workers: AtomicUsize::new(0),
+            gate: AtomicU64::new(open_gate(0) | CLOSED),
             panicked: AtomicBool::new(false),
             sleeping: (0..n_workers).map(|_| AtomicBool::new(false)).collect(),
             shutdown: AtomicBool::new(false),
@@ -109,33 +125,40 @@ impl Pool {
         let s = &*self.shared;
         let job: &(dyn Fn(usize) + Sync + '_) = &task;
         // SAFETY: the lifetime is erased only for the duration of this call: workers touch the
-        // job only until they decrement `busy_workers`, and this function does not return (or
-        // unwind) before that count is back to zero, after which the slot is cleared.
+        // job only between joining its gate and checking out, and this function does not return
+        // (or unwind) before it has closed the gate and seen every joined worker check out,
+        // after which the slot is cleared.
         let job: &'static Job =
             unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync + '_), &'static Job>(job) };
-        // SAFETY: no worker is inside a job (`busy_workers` is 0 between jobs and we hold
-        // `submit`), so nothing reads the slot while it is written.
+        // SAFETY: no worker is inside a job (the previous gate was closed and emptied, and we
+        // hold `submit`), so nothing reads the slot while it is written.
         unsafe { *s.job.get() = Some(job) };
         s.n_tasks.store(n_tasks, Ordering::Relaxed);
         s.next_task.store(0, Ordering::Relaxed);
-        s.busy_workers.store(self.workers.len(), Ordering::Relaxed);
-        s.epoch.fetch_add(1, Ordering::SeqCst);
+        let epoch = s.epoch.load(Ordering::Relaxed).wrapping_add(1);
+        s.gate
+            .store(open_gate(epoch & u64::from(u32::MAX)), Ordering::Relaxed);
+        s.epoch.store(epoch, Ordering::SeqCst);
         for (w, sleeping) in self.workers.iter().zip(&s.sleeping) {
             if sleeping.load(Ordering::SeqCst) {
                 w.unpark();
             }
         }
         let mine = catch_unwind(AssertUnwindSafe(|| run_tasks(s, job)));
+        // Every task is claimed: a worker that has not joined yet would find nothing to do.
+        let mut gate = s.gate.fetch_or(CLOSED, Ordering::Acquire) | CLOSED;
         let mut spins = 0u32;
-        while s.busy_workers.load(Ordering::Acquire) != 0 {
+        while gate & JOINED != 0 {
             spins += 1;
             if spins < 1 << 10 {
                 std::hint::spin_loop();
             } else {
                 thread::yield_now();
             }
+            gate = s.gate.load(Ordering::Acquire);
         }
-        // SAFETY: every worker has checked out (acquire above), so nobody reads the slot.
+        // SAFETY: the gate is closed and every worker that joined has checked out (acquire
+        // above), so nobody reads the slot.
         unsafe { *s.job.get() = None };
         let worker_panicked = s.panicked.swap(false, Ordering::Relaxed);
         drop(guard);
@@ -242,15 +265,36 @@ fn worker_loop(s: &Shared, index: usize) {
             s.sleeping[index].store(false, Ordering::SeqCst);
             idle_since = None;
         }
-        // SAFETY: the submitter wrote the slot before bumping `epoch` (seen above with acquire)
-        // and keeps it until this worker decrements `busy_workers`.
+        if !join(s, seen) {
+            continue;
+        }
+        // SAFETY: the submitter wrote the slot before opening this epoch's gate and keeps it
+        // until every worker that joined (this one, above) has checked out.
         let job = unsafe { *s.job.get() };
         if let Some(job) = job {
             if catch_unwind(AssertUnwindSafe(|| run_tasks(s, job))).is_err() {
                 s.panicked.store(true, Ordering::Relaxed);
             }
         }
-        s.busy_workers.fetch_sub(1, Ordering::Release);
+        s.gate.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// Enters job `epoch` unless its caller has already closed it (or moved on to a later job).
+fn join(s: &Shared, epoch: u64) -> bool {
+    let open = open_gate(epoch & u64::from(u32::MAX));
+    let mut gate = s.gate.load(Ordering::Acquire);
+    loop {
+        if gate & !JOINED != open {
+            return false;
+        }
+        match s
+            .gate
+            .compare_exchange_weak(gate, gate + 1, Ordering::Acquire, Ordering::Acquire)
+        {
+            Ok(_) => return true,
+            Err(now) => gate = now,
+        }
     }
 }
 
@@ -319,6 +363,24 @@ mod tests {
             count.fetch_add(1, Ordering::Relaxed);
         });
         assert_eq!(count.load(Ordering::Relaxed), 8);
+    }
+
+    #[test]
+    fn many_short_jobs_each_run_every_task_once() {
+        // Jobs closed while workers are still on their way in: a worker must neither run a
+        // task of a closed job nor miss the next one.
+        let pool = Pool::new(3);
+        for round in 0..20_000usize {
+            let n = 1 + round % 5;
+            let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+            pool.run(n, |i| {
+                hits[i].fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(
+                hits.iter().all(|h| h.load(Ordering::Relaxed) == 1),
+                "round {round}"
+            );
+        }
     }
 
     #[test]
