@@ -5,7 +5,8 @@
 //! (LLaVA 1.5), `gemma3` (SigLIP, average pooling, soft-embedding norm, input projection),
 //! `idefics3` (SigLIP, pixel shuffle, one linear layer; SmolVLM), `pixtral` (its own tower,
 //! loaded by `pixtral.rs`), `qwen2vl_merger` (Qwen2-VL, loaded by `qwen2vl.rs`) and
-//! `qwen2.5vl_merger` (Qwen2.5-VL, loaded by `qwen25vl.rs`).
+//! `qwen2.5vl_merger` (Qwen2.5-VL, loaded by `qwen25vl.rs`) and `llama4` (Llama 4, loaded by
+//! `llama4.rs`).
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -39,17 +40,22 @@ pub enum ProjectorType {
     /// Qwen2.5-VL (`qwen2.5vl_merger`): Qwen2-VL's images and merger, an RMS-norm ViT with a
     /// gated FFN and window attention (every `n_wa_pattern`-th block over the whole image).
     Qwen25vl,
+    /// Llama 4 (`llama4`): images cut into up to 3×3 tiles of the input size plus an overview,
+    /// a LayerNorm ViT with a class token, learned positions and a 2-D RoPE, pixel shuffle by
+    /// `n_merge` per side, a two-layer GELU MLP and a linear projection.
+    Llama4,
 }
 
 impl ProjectorType {
     /// Every type built, by its `clip.projector_type` name.
-    pub const ALL: [ProjectorType; 6] = [
+    pub const ALL: [ProjectorType; 7] = [
         ProjectorType::Mlp,
         ProjectorType::Gemma3,
         ProjectorType::Idefics3,
         ProjectorType::Pixtral,
         ProjectorType::Qwen2vl,
         ProjectorType::Qwen25vl,
+        ProjectorType::Llama4,
     ];
 
     /// The name llama.cpp's files give the type (`clip.projector_type`).
@@ -61,6 +67,7 @@ impl ProjectorType {
             ProjectorType::Pixtral => "pixtral",
             ProjectorType::Qwen2vl => "qwen2vl_merger",
             ProjectorType::Qwen25vl => "qwen2.5vl_merger",
+            ProjectorType::Llama4 => "llama4",
         }
     }
 
@@ -180,6 +187,8 @@ pub(super) enum Head {
     Qwen2vl(Box<super::qwen2vl::Qwen2vl>),
     /// Qwen2.5-VL's tower and merger (`qwen25vl.rs`); the generic tower fields are empty.
     Qwen25vl(Box<super::qwen25vl::Qwen25vl>),
+    /// Llama 4's adapter MLP and projection (`llama4.rs`); the tower is in the generic fields.
+    Llama4(Box<super::llama4::Llama4>),
 }
 
 /// A LayerNorm's scale and shift.
@@ -230,6 +239,9 @@ impl Projector {
         if ty == ProjectorType::Qwen25vl {
             return super::qwen25vl::load(file, hparams);
         }
+        if ty == ProjectorType::Llama4 {
+            return super::llama4::load(file, hparams);
+        }
         let l = Lookup::new(&file);
         let h = &hparams;
         let (e, ff, p) = (h.n_embd, h.n_ff, h.patch_size);
@@ -267,6 +279,7 @@ impl Projector {
             ProjectorType::Pixtral => unreachable!("pixtral::load loads its projectors"),
             ProjectorType::Qwen2vl => unreachable!("qwen2vl::load loads its projectors"),
             ProjectorType::Qwen25vl => unreachable!("qwen25vl::load loads its projectors"),
+            ProjectorType::Llama4 => unreachable!("llama4::load loads its projectors"),
         };
         l.check_all_used()?;
         Ok(Projector {
@@ -293,11 +306,12 @@ impl Projector {
             Head::Pixtral(p) => p.n_embd_out(),
             Head::Qwen2vl(q) => q.n_embd_out(),
             Head::Qwen25vl(q) => q.n_embd_out(),
+            Head::Llama4(l) => l.n_embd_out(),
         }
     }
 
     /// Rows (image tokens) one encoded input becomes: the whole image for `mlp` and `gemma3`,
-    /// each tile and the overview for `idefics3` (see [`super::preprocess_tiles`]); for
+    /// each tile and the overview for `idefics3` and `llama4` (see [`super::preprocess_tiles`]); for
     /// `pixtral`, whose images keep their own size, those of a square of the input size.
     pub fn n_image_tokens(&self) -> usize {
         if let Head::Pixtral(p) = &self.head {
@@ -313,7 +327,7 @@ impl Projector {
     }
 
     /// Rows all of an image of `width`×`height` pixels becomes (its tiles' and overview's for
-    /// `idefics3`), known before the image is prepared: for checking it against the context.
+    /// `idefics3` and `llama4`), known before the image is prepared: for checking it against the context.
     pub fn n_tokens_for(&self, width: usize, height: usize) -> usize {
         if let Head::Pixtral(p) = &self.head {
             return p.n_tokens_for(width, height, &self.hparams);
@@ -478,6 +492,8 @@ fn hparams(file: &GgufFile, ty: ProjectorType) -> Result<VisionHparams, VisionEr
         // 2 for Qwen2-VL and Qwen2.5-VL (the loaders refuse any other).
         ProjectorType::Qwen2vl | ProjectorType::Qwen25vl => opt_u(scale_key)?.unwrap_or(2),
         ProjectorType::Gemma3 => opt_u(scale_key)?.unwrap_or(4),
+        // 2 for Llama 4 (its pixel shuffle ratio 0.5); llama.cpp's default is 1.
+        ProjectorType::Llama4 => opt_u(scale_key)?.unwrap_or(1),
         ProjectorType::Idefics3 => match opt_u(scale_key)? {
             Some(n) if n >= 2 => n,
             Some(n) => {
@@ -657,7 +673,7 @@ impl<'a> Lookup<'a> {
         })
     }
 
-    fn opt_norm(&self, prefix: &str, len: usize) -> Result<Option<Norm>, VisionError> {
+    pub(super) fn opt_norm(&self, prefix: &str, len: usize) -> Result<Option<Norm>, VisionError> {
         match self.file.tensor(&format!("{prefix}.weight")) {
             Some(_) => Ok(Some(self.norm(prefix, len)?)),
             None => Ok(None),
@@ -685,7 +701,7 @@ impl<'a> Lookup<'a> {
         Ok(Linear { w, b })
     }
 
-    fn block(&self, il: usize, e: usize, ff: usize) -> Result<Block, VisionError> {
+    pub(super) fn block(&self, il: usize, e: usize, ff: usize) -> Result<Block, VisionError> {
         let p = |s: &str| format!("v.blk.{il}.{s}");
         // Old conversions swapped the names of the FFN's up and down projections; llama.cpp
         // tells them apart by the down projection's input width (and so swaps them whenever
@@ -801,7 +817,7 @@ mod tests {
         assert_eq!(
             e,
             "projector type 'minicpmv' is not supported (supported: mlp, gemma3, idefics3, \
-             pixtral, qwen2vl_merger, qwen2.5vl_merger)"
+             pixtral, qwen2vl_merger, qwen2.5vl_merger, llama4)"
         );
         let e = err(|w| {
             w.add_kv("clip.has_vision_encoder", false);

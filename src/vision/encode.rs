@@ -32,6 +32,9 @@ impl Projector {
         if let Head::Qwen25vl(t) = &self.head {
             return self.encode_qwen25vl(t, img);
         }
+        if let Head::Llama4(t) = &self.head {
+            return self.encode_llama4(t, img);
+        }
         let h = &self.hparams;
         assert!(
             img.width == h.image_size && img.height == h.image_size,
@@ -62,7 +65,7 @@ impl Projector {
             if h.feature_layers.contains(&il) {
                 stack.push(x.clone());
             }
-            self.block(block, &mut x, n_pos);
+            self.block(block, &mut x, n_pos, None);
         }
         if let Some(ln) = &self.post_ln {
             layer_norm_rows(&mut x, e, &ln.w, &ln.b, h.eps);
@@ -112,15 +115,20 @@ impl Projector {
         }
     }
 
-    /// One ViT block on `x` (`n × n_embd`) in place.
-    fn block(&self, b: &Block, x: &mut [f32], n: usize) {
+    /// One LayerNorm ViT block on `x` (`n × n_embd`) in place, the queries and keys turned by
+    /// `rotate` where the tower has a RoPE (Qwen2-VL, Llama 4).
+    pub(super) fn block(&self, b: &Block, x: &mut [f32], n: usize, rotate: Option<Rotate>) {
         let h = &self.hparams;
         let e = h.n_embd;
         let mut cur = x.to_vec();
         layer_norm_rows(&mut cur, e, &b.ln1.w, &b.ln1.b, h.eps);
-        let q = self.linear(&b.q, &cur, n);
-        let k = self.linear(&b.k, &cur, n);
+        let mut q = self.linear(&b.q, &cur, n);
+        let mut k = self.linear(&b.k, &cur, n);
         let v = self.linear(&b.v, &cur, n);
+        if let Some(rotate) = rotate {
+            rotate(&mut q);
+            rotate(&mut k);
+        }
         let scale = 1.0 / ((e / h.n_head) as f32).sqrt();
         let att = attention(&q, &k, &v, n, h.n_head, scale);
         let o = self.linear(&b.o, &att, n);
@@ -152,6 +160,9 @@ impl Projector {
         out
     }
 }
+
+/// A RoPE turning the query or key rows of a block in place.
+pub(super) type Rotate<'a> = &'a dyn Fn(&mut [f32]);
 
 fn add_rows(x: &mut [f32], b: &[f32]) {
     for row in x.chunks_exact_mut(b.len()) {

@@ -16,7 +16,11 @@ impl Projector {
         let h = &self.hparams;
         let (side, m, e) = (h.patches_per_side(), h.n_merge, h.n_embd);
         match &self.head {
-            Head::Mlp { .. } | Head::Pixtral(_) | Head::Qwen2vl(_) | Head::Qwen25vl(_) => {
+            Head::Mlp { .. }
+            | Head::Pixtral(_)
+            | Head::Qwen2vl(_)
+            | Head::Qwen25vl(_)
+            | Head::Llama4(_) => {
                 unreachable!("not a SigLIP head")
             }
             Head::Gemma3 {

@@ -103,6 +103,22 @@ impl Projector {
                 causal: true,
                 dynamic_size: true,
             },
+            // Llama 4: `<|image_start|>`, the tiles row by row with nothing between them (this
+            // mtmd sets none of its slice tokens for Llama 4), the overview, `<|image_end|>`.
+            // The count of tiles depends on the image's size, but through a fixed set of grids:
+            // llama.cpp reads no token budget for it.
+            ProjectorType::Llama4 => ImageLayout {
+                begin: "<|image_start|>",
+                end: "<|image_end|>",
+                tiles: Some(TileLayout {
+                    tile_begin: "",
+                    row_end: &[],
+                    overview_begin: &[],
+                    overview_end: &[],
+                }),
+                causal: true,
+                dynamic_size: false,
+            },
         }
     }
 }

@@ -5,7 +5,8 @@
 //! their own size, 2-D RoPE, `[IMG_BREAK]` rows) and Qwen2-VL's (`qwen2vl_merger`: images at
 //! their own size, two patch kernels, 2-D RoPE, 2×2 merger; the text model places the rows at
 //! 2-D M-RoPE positions) and Qwen2.5-VL's (`qwen2.5vl_merger`: the same with an RMS-norm tower,
-//! a gated FFN and window attention) on the CPU kernels, threaded on the pool.
+//! a gated FFN and window attention) and Llama 4's (`llama4`: tiles and an overview, a ViT with
+//! a 2-D RoPE, pixel shuffle, an MLP adapter) on the CPU kernels, threaded on the pool.
 //!
 //! The pipeline is `image::decode` → `preprocess_tiles` (resize, pad, slice, normalise, as clip
 //! does for the projector type; one input for `mlp` and `gemma3`) → `Projector::encode` on each
@@ -17,6 +18,7 @@ mod head;
 pub mod image;
 pub mod layers;
 mod layout;
+mod llama4;
 mod pixtral;
 mod preprocess;
 mod qwen25vl;

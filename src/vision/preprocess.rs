@@ -14,7 +14,11 @@
 //!   its size rounded to whole tiles (at least one per side);
 //! - Pixtral (`pixtral`), Qwen2-VL and Qwen2.5-VL keep the image's own size, fitted (bicubic,
 //!   aspect kept, black padding) into whole patches (Qwen: whole 2×2 windows of patches)
-//!   within their token budgets ([`fit_to_steps`]).
+//!   within their token budgets ([`fit_to_steps`]);
+//! - Llama 4 (`llama4`) cuts an image larger than the input size into tiles as LLaVA-UHD does
+//!   with a fixed set of grids (the image fitted, bicubic, aspect kept, black padding, into the
+//!   best grid up to 3×3: `llama4::refined_size`), in rows, and adds an overview (the image
+//!   bicubic-stretched to the input size), encoded last; a smaller image is the overview alone.
 
 use super::clip::{ProjectorType, VisionHparams};
 use super::image::RgbImage;
@@ -65,23 +69,24 @@ const LLAVA_PAD: [u8; 3] = [122, 116, 104];
 /// The encoder inputs of one image, in the order llama.cpp encodes them.
 #[derive(Clone, Debug)]
 pub struct Tiles {
-    /// Each input of the projector's size: for `idefics3` the tiles row by row, then the
-    /// overview; otherwise the one input.
+    /// Each input of the projector's size: for `idefics3` (and `llama4` when the image is
+    /// larger than one tile) the tiles row by row, then the overview; otherwise the one input.
     pub images: Vec<PlanarImage>,
-    /// `idefics3`: the tiles' columns and rows (`images` holds `cols · rows` tiles and the
-    /// overview); `None` for a single input.
+    /// `idefics3`, `llama4`: the tiles' columns and rows (`images` holds `cols · rows` tiles
+    /// and the overview); `None` for a single input.
     pub grid: Option<(usize, usize)>,
 }
 
 /// The whole of `img` as one input of the projector's size, for a projector of type `ty`
 /// with hyperparameters `hp`: what the projector encodes for `mlp` and `gemma3`, the overview
-/// for `idefics3` (whose full input is [`preprocess_tiles`]).
+/// for `idefics3` and `llama4` (whose full input is [`preprocess_tiles`]).
 pub fn preprocess(img: &RgbImage, ty: ProjectorType, hp: &VisionHparams) -> PlanarImage {
     let sz = hp.image_size;
     let sized = match ty {
         ProjectorType::Mlp => fit_padded(img, sz, sz, Filter::Bicubic, LLAVA_PAD),
         ProjectorType::Gemma3 => fit_padded(img, sz, sz, Filter::Bilinear, [0; 3]),
         ProjectorType::Idefics3 => idefics3(img, hp).1,
+        ProjectorType::Llama4 => resize(img, sz, sz, Filter::Bicubic),
         ProjectorType::Pixtral => {
             let (w, h) = super::pixtral::target_size(img.width, img.height, hp);
             fit_padded(img, w, h, Filter::Bicubic, [0; 3])
@@ -122,6 +127,29 @@ pub fn preprocess_tiles(img: &RgbImage, ty: ProjectorType, hp: &VisionHparams) -
                 grid: Some((cols, rows)),
             }
         }
+        ProjectorType::Llama4 => {
+            let t = hp.image_size;
+            let overview = norm(&resize(img, t, t, Filter::Bicubic));
+            let Some((rw, rh)) = super::llama4::refined_size(img.width, img.height, t) else {
+                return Tiles {
+                    images: vec![overview],
+                    grid: None,
+                };
+            };
+            let refined = fit_padded(img, rw, rh, Filter::Bicubic, [0; 3]);
+            let (cols, rows) = (rw / t, rh / t);
+            let mut images = Vec::with_capacity(cols * rows + 1);
+            for y in 0..rows {
+                for x in 0..cols {
+                    images.push(norm(&crop(&refined, x * t, y * t, t)));
+                }
+            }
+            images.push(overview);
+            Tiles {
+                images,
+                grid: Some((cols, rows)),
+            }
+        }
     }
 }
 
@@ -143,6 +171,11 @@ pub fn tile_grid(
         ProjectorType::Idefics3 => {
             let t = hp.image_size;
             let (w, h) = idefics3_sizes(width, height, hp).1;
+            Some((w / t, h / t))
+        }
+        ProjectorType::Llama4 => {
+            let t = hp.image_size;
+            let (w, h) = super::llama4::refined_size(width, height, t)?;
             Some((w / t, h / t))
         }
     }

@@ -12,11 +12,9 @@
 
 use std::sync::Arc;
 
-use super::clip::{Block, FfnActivation, Head, Linear, Lookup, Norm, Projector, VisionHparams};
+use super::clip::{Block, Head, Linear, Lookup, Norm, Projector, VisionHparams};
 use super::encode::conv_patches;
-use super::layers::{
-    attention, gelu_in_place, gelu_quick_in_place, layer_norm_rows, silu_in_place,
-};
+use super::layers::{gelu_in_place, layer_norm_rows};
 use super::preprocess::{fit_to_steps, PlanarImage};
 use super::VisionError;
 use crate::gguf::GgufFile;
@@ -174,9 +172,10 @@ impl Projector {
         if let Some(ln) = &self.pre_ln {
             layer_norm_rows(&mut x, e, &ln.w, &ln.b, hp.eps);
         }
-        let rope = VisionRope::new(e / hp.n_head, &pos);
+        let d = e / hp.n_head;
+        let rope = VisionRope::new(d, &pos);
         for blk in &self.blocks {
-            self.qwen2vl_block(blk, &rope, &mut x, n);
+            self.block(blk, &mut x, n, Some(&|t| rope.apply(t, d)));
         }
         if let Some(ln) = &self.post_ln {
             layer_norm_rows(&mut x, e, &ln.w, &ln.b, hp.eps);
@@ -215,36 +214,6 @@ impl Projector {
             *x += y;
         }
         windows_first(&a, cols, rows, e)
-    }
-
-    fn qwen2vl_block(&self, b: &Block, rope: &VisionRope, x: &mut [f32], n: usize) {
-        let hp = &self.hparams;
-        let e = hp.n_embd;
-        let d = e / hp.n_head;
-        let mut cur = x.to_vec();
-        layer_norm_rows(&mut cur, e, &b.ln1.w, &b.ln1.b, hp.eps);
-        let mut q = self.linear(&b.q, &cur, n);
-        let mut k = self.linear(&b.k, &cur, n);
-        let v = self.linear(&b.v, &cur, n);
-        rope.apply(&mut q, d);
-        rope.apply(&mut k, d);
-        let att = attention(&q, &k, &v, n, hp.n_head, 1.0 / (d as f32).sqrt());
-        let o = self.linear(&b.o, &att, n);
-        for (xv, ov) in x.iter_mut().zip(&o) {
-            *xv += ov;
-        }
-        cur.copy_from_slice(x);
-        layer_norm_rows(&mut cur, e, &b.ln2.w, &b.ln2.b, hp.eps);
-        let mut up = self.linear(&b.up, &cur, n);
-        match hp.ffn_act {
-            FfnActivation::Gelu => gelu_in_place(&mut up),
-            FfnActivation::GeluQuick => gelu_quick_in_place(&mut up),
-            FfnActivation::Silu => silu_in_place(&mut up),
-        }
-        let down = self.linear(&b.down, &up, n);
-        for (xv, dv) in x.iter_mut().zip(&down) {
-            *xv += dv;
-        }
     }
 }
 
@@ -318,6 +287,7 @@ impl VisionRope {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vision::FfnActivation;
 
     fn hp(patch_size: usize) -> VisionHparams {
         VisionHparams {
