@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Regenerates llama.cpp's image embeddings of the synthetic SigLIP projectors for
-tests/vision_siglip.rs, of the Pixtral ones for tests/vision_pixtral.rs and of the Qwen2-VL one for
-tests/vision_qwen2vl.rs, and llama-mtmd-cli's greedy text after images on the synthetic Gemma 3,
-SmolVLM, Pixtral and Qwen2-VL pairs for tests/vision_llama_cpp.rs (tests/data/vision/README.md
+tests/vision_siglip.rs, of the Pixtral ones for tests/vision_pixtral.rs, of the Qwen2-VL, Qwen2.5-VL
+and Llama 4 ones for tests/vision_qwen2vl.rs, vision_qwen25vl.rs and vision_llama4.rs, and
+llama-mtmd-cli's greedy text after images on the synthetic Gemma 3, SmolVLM, Pixtral, Qwen2-VL,
+Qwen2.5-VL and Llama 4 pairs for tests/vision_llama_cpp.rs (tests/data/vision/README.md
 describes the files).
 
     tools/make-vision-refs.py [--bin DIR] [--out DIR] [--vocab-from SMOLLM2.gguf] [--only FAMILY...]
 
 --only remakes the named families' files and greedy cases, keeping the others' as they are.
 
-For each projector (`tools/synth-model.py --mmproj gemma3|smolvlm|pixtral|mistral3|qwen2vl|qwen25vl f16|q8_0`)
+For each projector (`tools/synth-model.py --mmproj gemma3|smolvlm|pixtral|mistral3|qwen2vl|qwen25vl|llama4 f16|q8_0`)
 and test picture (the tests' `picture(W, H)`, as a PNG), runs `llama-mtmd-cli` (from --bin, default
 ~/.cache/llama-cpp-ref/bin) with the family's synthetic text model, 2 threads, flash attention
 off, and its `MTMD_DEBUG_EMBEDDINGS` hook pointed at a pipe: the hook writes
@@ -47,6 +48,9 @@ CASES = {
     # 250×180 → 252×168: 9×6 tokens, in 112-pixel windows of 4×4 tokens: 3×2 windows, those at
     # the right and bottom edges cut short.
     "qwen25vl": [(130, 50), (250, 180)],
+    # 112-pixel tiles: 84×84 is the overview alone, 130×50 2×1 tiles and 250×180 3×2, each then
+    # the overview.
+    "llama4": [(84, 84), (130, 50), (250, 180)],
 }
 
 
@@ -84,6 +88,11 @@ GREEDY = [
     ("qwen25vl", "chatml", "What is it?", [(250, 180)]),
     ("qwen25vl", "chatml", "Look: <__media__> What is it?", [(130, 50)]),
     ("qwen25vl", "chatml", "Compare them.", [(180, 250), (130, 50)]),
+    # Llama 4: "Describe." after the 250×180 picture prints half of a UTF-8 character, so
+    # not a case.
+    ("llama4", "llama4", "What do you see?", [(250, 180)]),
+    ("llama4", "llama4", "Look: <__media__> What is it?", [(130, 50)]),
+    ("llama4", "llama4", "Compare them.", [(84, 84), (130, 50)]),
 ]
 
 

@@ -12,7 +12,7 @@ the SHA-256 recorded with the reference logits).
     tools/synth-model.py FAMILY TYPE OUT.gguf [--vocab-from SMOLLM2.gguf]
     tools/synth-model.py --mmproj FAMILY TYPE OUT.gguf   (a vision projector: llava, gemma3,
                                                           smolvlm, pixtral, mistral3, qwen2vl,
-                                                          qwen25vl)
+                                                          qwen25vl, llama4)
     tools/synth-model.py --lora NAME FAMILY f16 OUT.gguf   (a LoRA adapter for FAMILY's model:
                                                           see LORAS)
     tools/synth-model.py --list
@@ -184,6 +184,18 @@ FAMILIES = {
                      mmproj=dict(type="qwen2.5vl_merger", image_size=560, patch_size=14,
                                  n_embd=128, n_head=4, n_ff=320, n_layer=4, eps=1e-6,
                                  wa_pattern=2)),
+    # Llama 4's image markers and chat tokens added to a llama (this engine does not build the
+    # `llama4` text architecture: chunked attention, experts) for the synthetic `llama4`
+    # projector: 112-pixel tiles of 14-pixel patches (8x8 patches and a class token), up to
+    # 3x3 tiles and an overview, LayerNorm ViT with 2-D RoPE and GELU, pixel shuffle by 2 into
+    # 16 tokens a tile, the adapter MLP (512 -> 256 -> 192) and the projection into 256.
+    "llama4": dict(arch="llama", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
+                   n_layer=2, rope_base=500000.0, output=True,
+                   extra_tokens=["<|image_start|>", "<|image_end|>", "<|header_start|>",
+                                 "<|header_end|>", "<|eot|>"],
+                   mmproj=dict(type="llama4", image_size=112, patch_size=14, n_embd=128,
+                               n_head=4, n_ff=320, n_layer=3, eps=1e-5, scale_factor=2,
+                               adapter=[256, 192])),
     # BERT encoders (bge-small/MiniLM style: learned positions, token types, post-norms, GELU),
     # with their own small WordPiece vocabulary (BERT_WORDS; --vocab-from is not read): `bert`
     # an embedding model (mean pooling), `bert-rerank` a bge-reranker-style cross-encoder (rank
@@ -627,6 +639,9 @@ def build_mmproj(family, wtype, out_path):
     if ty in ("qwen2vl_merger", "qwen2.5vl_merger"):
         build_qwen2vl_mmproj(family, wtype, out_path)
         return
+    if ty == "llama4":
+        build_llama4_mmproj(family, wtype, out_path)
+        return
     siglip = ty in ("gemma3", "idefics3")
     e, ff, ps, size = v["n_embd"], v["n_ff"], v["patch_size"], v["image_size"]
     n_text = p["n_embd"]
@@ -888,6 +903,85 @@ LORAS = {
     # A second adapter on a few of them, of another rank and no alpha (for two at once).
     "some": dict(seed=202, rank=4, alpha=0.0, targets=["attn_q", "attn_v", "ffn_down"]),
 }
+
+
+def build_llama4_mmproj(family, wtype, out_path):
+    """FAMILY's `llama4` projector as llama.cpp's converter writes Llama 4's: the patch
+    embedding a linear layer over the unfolded patch (`v.patch_embd.weight`, 3·p·p wide; f16 in
+    an f16 file and f32 otherwise, as the converter forces it), the class token, learned
+    positions for the patches and the class token, LayerNorm pre- and post-norms, LayerNorm
+    blocks with biases everywhere and GELU (`clip.use_gelu`), the pixel-shuffle factor
+    (`clip.vision.projector.scale_factor`), the adapter MLP `mm.model.mlp.1` and `.2` and the
+    projection `mm.model.fc`, without biases; CLIP's mean and deviation of 0.5."""
+    p = FAMILIES[family]
+    v = p["mmproj"]
+    e, ff, ps, size = v["n_embd"], v["n_ff"], v["patch_size"], v["image_size"]
+    n_text, s = p["n_embd"], v["scale_factor"]
+    n_pos = (size // ps) ** 2 + 1
+    seed = sum(ord(c) * 131 ** i for i, c in enumerate(family + "/mmproj")) & ((1 << 63) - 1)
+    rng = SplitMix64(seed)
+    tmp = f"{out_path}.tmp{os.getpid()}"
+    w = gguf.GGUFWriter(tmp, "clip")
+    w.add_name("tiny synthetic projector")
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.has_text_encoder", False)
+    w.add_string("clip.projector_type", "llama4")
+    w.add_bool("clip.use_gelu", True)
+    w.add_uint32("clip.vision.image_size", size)
+    w.add_uint32("clip.vision.patch_size", ps)
+    w.add_uint32("clip.vision.embedding_length", e)
+    w.add_uint32("clip.vision.feed_forward_length", ff)
+    w.add_uint32("clip.vision.projection_dim", n_text)
+    w.add_uint32("clip.vision.attention.head_count", v["n_head"])
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", v["eps"])
+    w.add_uint32("clip.vision.block_count", v["n_layer"])
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    w.add_uint32("clip.vision.projector.scale_factor", s)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if wtype == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
+
+    def values(n, amp, centre=0.0):
+        return rng.uniform(n) * np.float32(amp) + np.float32(centre)
+
+    def mat(name, rows, cols):
+        x = values(rows * cols, 1.0 / np.sqrt(cols)).reshape(rows, cols)
+        if wtype == "f16":
+            w.add_tensor(name, x.astype(np.float16))
+        else:
+            w.add_tensor(name, quantize_q8_0(x), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
+    def vec(name, n, amp, centre=0.0):
+        w.add_tensor(name, values(n, amp, centre))
+
+    kernel = values(e * 3 * ps * ps, 1.0 / np.sqrt(3 * ps * ps)).reshape(e, 3 * ps * ps)
+    w.add_tensor("v.patch_embd.weight", kernel.astype(np.float16) if wtype == "f16" else kernel)
+    vec("v.class_embd", e, 1.0)
+    w.add_tensor("v.position_embd.weight", values(n_pos * e, 0.5).reshape(n_pos, e))
+    vec("v.pre_ln.weight", e, 0.2, 1.0)
+    vec("v.pre_ln.bias", e, 0.2)
+    for il in range(v["n_layer"]):
+        b = f"v.blk.{il}."
+        for part in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            mat(b + part + ".weight", e, e)
+            vec(b + part + ".bias", e, 0.1)
+        for ln in ("ln1", "ln2"):
+            vec(b + ln + ".weight", e, 0.2, 1.0)
+            vec(b + ln + ".bias", e, 0.2)
+        mat(b + "ffn_up.weight", ff, e)
+        vec(b + "ffn_up.bias", ff, 0.1)
+        mat(b + "ffn_down.weight", e, ff)
+        vec(b + "ffn_down.bias", e, 0.1)
+    vec("v.post_ln.weight", e, 0.2, 1.0)
+    vec("v.post_ln.bias", e, 0.2)
+    n1, n2 = v["adapter"]
+    mat("mm.model.mlp.1.weight", n1, e * s * s)
+    mat("mm.model.mlp.2.weight", n2, n1)
+    mat("mm.model.fc.weight", n_text, n2)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(tmp, out_path)
 
 
 def build_lora(name, family, out_path):

@@ -77,6 +77,26 @@ pub fn record(name: &str) -> (usize, usize, Vec<f32>) {
     (n_tokens, n_embd, values)
 }
 
+/// Every record of reference file `name` in tests/data/vision, one per encoded input (the tiles,
+/// then the overview, of a tiled image): (n_tokens, n_embd, values).
+pub fn records(name: &str) -> Vec<(usize, usize, Vec<f32>)> {
+    let bytes = std::fs::read(data_dir().join(name)).unwrap();
+    let mut out = Vec::new();
+    let mut rest = &bytes[..];
+    while !rest.is_empty() {
+        let n_tokens = i32::from_le_bytes(rest[0..4].try_into().unwrap()) as usize;
+        let n_embd = i32::from_le_bytes(rest[4..8].try_into().unwrap()) as usize;
+        let len = 8 + n_tokens * n_embd * 4;
+        let values = rest[8..len]
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        out.push((n_tokens, n_embd, values));
+        rest = &rest[len..];
+    }
+    out
+}
+
 /// Max |ours − theirs| relative to the largest magnitude of `theirs`.
 pub fn worst_relative(ours: &[f32], theirs: &[f32]) -> f32 {
     assert_eq!(ours.len(), theirs.len());
