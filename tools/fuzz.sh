@@ -76,7 +76,7 @@ w.write_tensors_to_file()
 w.close()
 EOF
 # image: tiny PNG (RGB, grey+alpha, 16-bit), BMP and GIF files, written with the standard
-# library; mmproj: a tiny LLaVA projector (4x4 input, width 4) with f32 tensors.
+# library; mmproj: a tiny LLaVA projector (4x4 input, width 4) and a tiny Llama 4 one, f32.
 python3 - "$seeds" <<'PYEOF' || die "could not write the image and mmproj seeds (pip install gguf)"
 import os, struct, sys, zlib
 import numpy as np
@@ -135,8 +135,44 @@ w.write_header_to_file()
 w.write_kv_data_to_file()
 w.write_tensors_to_file()
 w.close()
+# A tiny Llama 4 projector (4x4 tiles of 2x2 patches, width 4, one head, shuffled by 2): the
+# target's 5x3 image is cut into tiles, which reaches the tiling and the RoPE.
+w = GGUFWriter(os.path.join(root, "tiny-llama4-mmproj.gguf"), "clip")
+w.add_bool("clip.has_vision_encoder", True)
+w.add_string("clip.projector_type", "llama4")
+w.add_bool("clip.use_gelu", True)
+for k, v in [("image_size", 4), ("patch_size", 2), ("embedding_length", 4),
+             ("feed_forward_length", 8), ("attention.head_count", 1), ("block_count", 2),
+             ("projector.scale_factor", 2)]:
+    w.add_uint32("clip.vision." + k, v)
+w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-5)
+w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+t("v.patch_embd.weight", 4, 12)
+t("v.class_embd", 4)
+t("v.position_embd.weight", 5, 4)
+for ln in ("v.pre_ln", "v.post_ln"):
+    t(ln + ".weight", 4)
+    t(ln + ".bias", 4)
+for il in range(2):
+    for p in ("attn_q", "attn_k", "attn_v", "attn_out"):
+        t(f"v.blk.{il}.{p}.weight", 4, 4)
+        t(f"v.blk.{il}.{p}.bias", 4)
+    for p in ("ln1", "ln2"):
+        t(f"v.blk.{il}.{p}.weight", 4)
+        t(f"v.blk.{il}.{p}.bias", 4)
+    t(f"v.blk.{il}.ffn_up.weight", 8, 4)
+    t(f"v.blk.{il}.ffn_down.weight", 4, 8)
+t("mm.model.mlp.1.weight", 8, 16)
+t("mm.model.mlp.2.weight", 8, 8)
+t("mm.model.fc.weight", 6, 8)
+w.write_header_to_file()
+w.write_kv_data_to_file()
+w.write_tensors_to_file()
+w.close()
 PYEOF
 seed mmproj tiny <"$seeds/tiny-mmproj.gguf"
+seed mmproj tiny-llama4 <"$seeds/tiny-llama4-mmproj.gguf"
 seed args example <.args.example
 printf -- '-m\nmodel.gguf\n--temp 0.7\n"quoted arg"\n...\n' | seed args quoted
 zipalign_bin=target/release/zipalign

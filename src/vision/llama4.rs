@@ -252,6 +252,111 @@ impl Rope2d {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gguf::{Array, GgufWriter, Value};
+    use crate::quant::GgmlType;
+    use crate::vision::{preprocess_tiles, RgbImage};
+
+    /// A tiny `llama4` projector (4×4 tiles of 2×2 patches, width 4, one head, shuffle by 2 into
+    /// one token a tile, adapter 16 → 8 → 8, into width 6) written by the crate's own writer
+    /// after `edit` has had its say.
+    fn tiny(edit: impl FnOnce(&mut GgufWriter)) -> Result<Projector, VisionError> {
+        let mut w = GgufWriter::new();
+        w.add_kv("general.architecture", "clip");
+        w.add_kv("clip.has_vision_encoder", true);
+        w.add_kv("clip.projector_type", "llama4");
+        w.add_kv("clip.use_gelu", true);
+        for (k, v) in [
+            ("image_size", 4u32),
+            ("patch_size", 2),
+            ("embedding_length", 4),
+            ("feed_forward_length", 8),
+            ("attention.head_count", 1),
+            ("block_count", 2),
+            ("projector.scale_factor", 2),
+        ] {
+            w.add_kv(format!("clip.vision.{k}"), v);
+        }
+        w.add_kv("clip.vision.attention.layer_norm_epsilon", 1e-5f32);
+        for k in ["image_mean", "image_std"] {
+            w.add_kv(
+                format!("clip.vision.{k}"),
+                Value::Array(Array::F32(vec![0.5; 3])),
+            );
+        }
+        let mut seed = 1u32;
+        let mut t = |w: &mut GgufWriter, name: &str, dims: &[u64]| {
+            let n: u64 = dims.iter().product();
+            let data: Vec<u8> = (0..n)
+                .flat_map(|_| {
+                    seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                    (((seed >> 16) % 200) as f32 / 100.0 - 1.0).to_le_bytes()
+                })
+                .collect();
+            w.add_tensor(name, dims, GgmlType::F32, data).unwrap();
+        };
+        t(&mut w, "v.patch_embd.weight", &[12, 4]);
+        t(&mut w, "v.class_embd", &[4]);
+        t(&mut w, "v.position_embd.weight", &[4, 5]);
+        for ln in ["v.pre_ln", "v.post_ln"] {
+            t(&mut w, &format!("{ln}.weight"), &[4]);
+            t(&mut w, &format!("{ln}.bias"), &[4]);
+        }
+        for il in 0..2 {
+            for p in ["attn_q", "attn_k", "attn_v", "attn_out"] {
+                t(&mut w, &format!("v.blk.{il}.{p}.weight"), &[4, 4]);
+                t(&mut w, &format!("v.blk.{il}.{p}.bias"), &[4]);
+            }
+            for p in ["ln1", "ln2"] {
+                t(&mut w, &format!("v.blk.{il}.{p}.weight"), &[4]);
+                t(&mut w, &format!("v.blk.{il}.{p}.bias"), &[4]);
+            }
+            t(&mut w, &format!("v.blk.{il}.ffn_up.weight"), &[4, 8]);
+            t(&mut w, &format!("v.blk.{il}.ffn_down.weight"), &[8, 4]);
+        }
+        t(&mut w, "mm.model.mlp.1.weight", &[16, 8]);
+        t(&mut w, "mm.model.mlp.2.weight", &[8, 8]);
+        t(&mut w, "mm.model.fc.weight", &[8, 6]);
+        edit(&mut w);
+        let bytes = w.to_bytes().unwrap();
+        Projector::load(Arc::new(GgufFile::from_bytes(bytes).unwrap()))
+    }
+
+    #[test]
+    fn a_tiny_projector_encodes_tiles_and_overview() {
+        let p = tiny(|_| {}).unwrap();
+        assert_eq!((p.n_image_tokens(), p.n_embd_out()), (1, 6));
+        // 5×3: the 2×1 grid (8×4) keeps every pixel; two tiles and the overview.
+        let img = RgbImage::filled(5, 3, [200, 10, 90]);
+        let tiles = preprocess_tiles(&img, p.ty, &p.hparams);
+        assert_eq!((tiles.grid, tiles.images.len()), (Some((2, 1)), 3));
+        assert_eq!(p.n_tokens_for(5, 3), 3);
+        for tile in &tiles.images {
+            let out = p.encode(tile);
+            assert_eq!(out.len(), 6);
+            assert!(out.iter().all(|v| v.is_finite()));
+        }
+    }
+
+    #[test]
+    fn refusals_name_what_is_wrong() {
+        let err = |edit: fn(&mut GgufWriter)| tiny(edit).err().unwrap().to_string();
+        // llama.cpp's graph reads no bias on the projection: refused rather than ignored.
+        let e = err(|w| {
+            w.add_tensor("mm.model.fc.bias", &[6], GgmlType::F32, vec![0; 24])
+                .unwrap();
+        });
+        assert!(e.contains("'mm.model.fc.bias' is not read"), "{e}");
+        // Without the shuffle factor the adapter's input is 4, not 16, wide.
+        let e = err(|w| {
+            w.add_kv("clip.vision.projector.scale_factor", 1u32);
+        });
+        assert!(e.contains("'mm.model.mlp.1.weight' has shape"), "{e}");
+        // Heads of 2 cannot be split into the RoPE's two halves of pairs.
+        let e = err(|w| {
+            w.add_kv("clip.vision.attention.head_count", 2u32);
+        });
+        assert!(e.contains("divisible by 4"), "{e}");
+    }
 
     #[test]
     fn the_grid_keeps_the_most_pixels_then_wastes_the_least() {
