@@ -14,7 +14,7 @@ use crate::model::{
 };
 use crate::ops::activation::{geglu, swiglu};
 use crate::ops::attention::rotation::hadamard;
-use crate::ops::attention::{attend_heads_rows, tiled, AttnRows, AttnShape};
+use crate::ops::attention::{attend_heads_rows, chunked, tiled, AttnRows, AttnShape};
 use crate::ops::matmul;
 use crate::ops::mrope::{cos_sin_multi, Sections};
 use crate::ops::norm::{rms_norm_rows, rms_norm_rows_into};
@@ -172,6 +172,35 @@ pub(super) fn attend<C: BorrowMut<KvCache> + Sync>(
         );
         t = end;
     }
+    // The positions a short-path token attends over.
+    let span = |t: usize| {
+        let pos = batch.pos[t];
+        let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+        // Bidirectional: up to the last position the batch reaches in the sequence.
+        let last = if batch.bidirectional {
+            reach[batch.seq[t]] - 1
+        } else {
+            pos
+        };
+        (first, last)
+    };
+    // Deep into an f16 cache, each token is split over its positions instead.
+    short.retain(|&t| {
+        let (first, last) = span(t);
+        let (k, v) = (rows[batch.seq[t]].0.rows(), rows[batch.seq[t]].1.rows());
+        let Some((keys, values)) = k.as_f16().zip(v.as_f16()) else {
+            return true;
+        };
+        if last + 1 - first < chunked::MIN_POSITIONS {
+            return true;
+        }
+        let (qt, ot) = (
+            &q[t * q_dim..(t + 1) * q_dim],
+            &mut out[t * q_dim..(t + 1) * q_dim],
+        );
+        chunked::attend(shape, qt, keys, values, first, last, ot);
+        false
+    });
     if !short.is_empty() {
         // One (token, part of a KV head's group of query heads) per task: the group's
         // heads share each key and value row, so a task takes as many of them as still
@@ -186,14 +215,7 @@ pub(super) fn attend<C: BorrowMut<KvCache> + Sync>(
         let mut out_rows = vec![0f32; short.len() * q_dim];
         pool::global().for_each_chunk(&mut out_rows, per_task * hd, |c, dst| {
             let (t, head) = (short[c / tasks_per_token], c % tasks_per_token * per_task);
-            let pos = batch.pos[t];
-            let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
-            // Bidirectional: up to the last position the batch reaches in the sequence.
-            let last = if batch.bidirectional {
-                reach[batch.seq[t]] - 1
-            } else {
-                pos
-            };
+            let (first, last) = span(t);
             let (k, v) = &rows[batch.seq[t]];
             let qh = &q[t * q_dim + head * hd..][..per_task * hd];
             attend_heads_rows(

@@ -13,6 +13,7 @@
 //!   every fused multiply-add;
 //! - longer batches (prompt processing): [`tiled`], all in f32, in ggml's tiled order.
 
+pub mod chunked;
 mod iq4_nl;
 mod kv_type;
 #[cfg(target_arch = "x86_64")]
@@ -316,7 +317,7 @@ mod scalar {
     }
 
     /// ggml's `vec_dot_f16` on AVX-512: 4 accumulators of 16 lanes, then a fixed reduction.
-    fn dot_f16(q: &[f32], k: &[f16]) -> f32 {
+    pub(super) fn dot_f16(q: &[f32], k: &[f16]) -> f32 {
         let n = q.len();
         let np = n - n % DOT_STEP;
         let mut acc = [[0f32; 16]; 4];
@@ -655,6 +656,21 @@ mod timing {
                 },
             );
             let q8 = best(|| attend_heads_rows(&shape, &q, &kr, &vr, 1, 0, n - 1, &mut out));
+            // the group's chunks of the split path for long contexts, one after the other
+            let mut part = vec![0f32; group * (hd + 2)];
+            let long = best(|| {
+                for c0 in (0..n).step_by(256) {
+                    let rows = Rows {
+                        keys: &keys,
+                        values: &values,
+                        first: c0,
+                        last: (c0 + 255).min(n - 1),
+                        row: &|_: &[f16], p: usize| p * kv + hd..p * kv + 2 * hd,
+                    };
+                    chunked::chunk(crate::cpu::isa(), shape.scores(), &q, hd, &rows, &mut part);
+                }
+            });
+            eprintln!("hd {hd} group {group}: chunked {:.1} us", long * 1e6);
             eprintln!(
                 "hd {hd} group {group}: grouped {:.1} us, one by one {:.1} us, q8_0 grouped {:.1} us",
                 grouped * 1e6,

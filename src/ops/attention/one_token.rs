@@ -27,6 +27,9 @@ pub(super) trait Lanes: Copy {
     unsafe fn store(d: &mut [f32], v: Self);
     unsafe fn splat(x: f32) -> Self;
     unsafe fn mul(a: Self, b: Self) -> Self;
+    unsafe fn sub(a: Self, b: Self) -> Self;
+    /// `expf` of every lane with [`crate::ops::expf::expf_ggml`]'s bits.
+    unsafe fn exp(x: Self) -> Self;
     /// `a * b + c`, fused.
     unsafe fn fma(a: Self, b: Self, c: Self) -> Self;
     /// ggml's AVX-512 f16 dot of `q` (widened f16 values) and the key row `k`, in its float
@@ -168,7 +171,7 @@ unsafe fn pass<L: Lanes, const R: usize>(
 
 /// Widens the f16 `src` into `dst` (the same length).
 #[inline(always)]
-unsafe fn widen<L: Lanes>(src: &[u16], dst: &mut [f32]) {
+pub(super) unsafe fn widen<L: Lanes>(src: &[u16], dst: &mut [f32]) {
     for (s, d) in src.chunks_exact(L::N).zip(dst.chunks_exact_mut(L::N)) {
         L::store(d, L::widen(s));
     }
@@ -179,20 +182,20 @@ unsafe fn widen<L: Lanes>(src: &[u16], dst: &mut [f32]) {
 /// straddling store is not forwarded to the load, which then waits for it to retire).
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-struct Line([f32; 16]);
+pub(super) struct Line([f32; 16]);
 
 /// Zeroed lines for `n` floats (`n` a multiple of 16).
-fn lines(n: usize) -> Vec<Line> {
+pub(super) fn lines(n: usize) -> Vec<Line> {
     vec![Line([0.0; 16]); n / 16]
 }
 
-fn flat(l: &[Line]) -> &[f32] {
+pub(super) fn flat(l: &[Line]) -> &[f32] {
     // SAFETY: `Line` is `repr(C)` around `[f32; 16]` with no padding (64 bytes, align 64), so
     // the lines are contiguous floats.
     unsafe { std::slice::from_raw_parts(l.as_ptr().cast(), l.len() * 16) }
 }
 
-fn flat_mut(l: &mut [Line]) -> &mut [f32] {
+pub(super) fn flat_mut(l: &mut [Line]) -> &mut [f32] {
     // SAFETY: as in `flat`; the borrow is unique.
     unsafe { std::slice::from_raw_parts_mut(l.as_mut_ptr().cast(), l.len() * 16) }
 }

@@ -16,6 +16,17 @@ pub(super) unsafe fn attend(scores: Scores, q: &[f32], hd: usize, rows: &Rows, o
     unsafe { one_token::attend::<__m256>(scores, q, hd, rows, out) }
 }
 
+/// One chunk of [`chunked`](super::chunked)'s long attention.
+///
+/// # Safety
+/// The CPU must support AVX2, F16C, FMA; `hd` is a multiple of 64 and divides
+/// `q.len()`; `part` holds `hd + 2` floats per head.
+#[target_feature(enable = "avx2,f16c,fma")]
+pub(super) unsafe fn chunk(scores: Scores, q: &[f32], hd: usize, rows: &Rows, part: &mut [f32]) {
+    // SAFETY: the features `__m256`'s methods need are enabled here; the rest is the caller's.
+    unsafe { super::chunked::simd::kernel::<__m256>(scores, q, hd, rows, part) }
+}
+
 // SAFETY (every method): the caller has AVX2, F16C and FMA (the methods run only inlined into
 // `attend` above); each load and store is unaligned and covers 8 elements of a slice asserted
 // to hold them.
@@ -62,6 +73,16 @@ impl Lanes for __m256 {
     #[inline(always)]
     unsafe fn mul(a: Self, b: Self) -> Self {
         unsafe { _mm256_mul_ps(a, b) }
+    }
+
+    #[inline(always)]
+    unsafe fn sub(a: Self, b: Self) -> Self {
+        unsafe { _mm256_sub_ps(a, b) }
+    }
+
+    #[inline(always)]
+    unsafe fn exp(x: Self) -> Self {
+        crate::ops::expf::x86::v_expf8(x)
     }
 
     #[inline(always)]
