@@ -140,8 +140,10 @@ pub(super) fn chunk(
 #[cfg(target_arch = "x86_64")]
 pub(super) mod simd {
     use super::{add_weights, block_max, rescale, write_partials, BLOCK, PASS};
-    use crate::ops::attention::one_token::{flat, flat_mut, lines, widen, Lanes};
-    use crate::ops::attention::{f16_bits as bits, Rows, Scores};
+    use crate::ops::attention::one_token::{
+        flat, flat_mut, lines, rounded_query, widen_block, Lanes,
+    };
+    use crate::ops::attention::{Rows, Scores};
 
     /// The chunk kernel over `L`'s vectors.
     ///
@@ -157,12 +159,7 @@ pub(super) mod simd {
         part: &mut [f32],
     ) {
         let (n, w) = (q.len() / hd, L::N);
-        let mut q16 = vec![0u16; q.len()];
-        for (src, dst) in q.chunks_exact(w).zip(q16.chunks_exact_mut(w)) {
-            L::round_store(dst, L::load(src));
-        }
-        let mut qr = lines(q.len());
-        widen::<L>(&q16, flat_mut(&mut qr));
+        let qr = rounded_query::<L>(q);
         let qr = flat(&qr);
         let (mut kl, mut vl) = (lines(BLOCK * hd), lines(BLOCK * hd));
         let (kb, vb) = (flat_mut(&mut kl), flat_mut(&mut vl));
@@ -175,16 +172,7 @@ pub(super) mod simd {
         let mut p0 = rows.first;
         while p0 <= rows.last {
             let len = (rows.last + 1 - p0).min(BLOCK);
-            for i in 0..len {
-                widen::<L>(
-                    bits(&rows.keys[(rows.row)(rows.keys, p0 + i)]),
-                    &mut kb[i * hd..][..hd],
-                );
-                widen::<L>(
-                    bits(&rows.values[(rows.row)(rows.values, p0 + i)]),
-                    &mut vb[i * hd..][..hd],
-                );
-            }
+            widen_block::<L>(rows, p0, len, hd, kb, vb);
             for (h, qh) in qr.chunks_exact(hd).enumerate() {
                 let wh = &mut weight[h * BLOCK..][..BLOCK];
                 for (i, k) in kb.chunks_exact(hd).take(len).enumerate() {

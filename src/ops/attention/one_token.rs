@@ -57,12 +57,7 @@ pub(super) unsafe fn attend<L: Lanes>(
     out: &mut [f32],
 ) {
     let (n, w) = (q.len() / hd, L::N);
-    let mut q16 = vec![0u16; q.len()];
-    for (src, dst) in q.chunks_exact(w).zip(q16.chunks_exact_mut(w)) {
-        L::round_store(dst, L::load(src));
-    }
-    let mut qr = lines(q.len());
-    widen::<L>(&q16, flat_mut(&mut qr));
+    let qr = rounded_query::<L>(q);
     let qr = flat(&qr);
     // The block's key and value rows, widened.
     let (mut kl, mut vl) = (lines(BLOCK * hd), lines(BLOCK * hd));
@@ -78,12 +73,7 @@ pub(super) unsafe fn attend<L: Lanes>(
     let mut p0 = rows.first;
     while p0 <= rows.last {
         let len = (rows.last + 1 - p0).min(BLOCK);
-        for i in 0..len {
-            let k_row = bits(&rows.keys[(rows.row)(rows.keys, p0 + i)]);
-            widen::<L>(k_row, &mut kb[i * hd..][..hd]);
-            let v_row = bits(&rows.values[(rows.row)(rows.values, p0 + i)]);
-            widen::<L>(v_row, &mut vb[i * hd..][..hd]);
-        }
+        widen_block::<L>(rows, p0, len, hd, kb, vb);
         // The dots of a block depend neither on each other nor on the softmax: they overlap.
         for (h, qh) in qr.chunks_exact(hd).enumerate() {
             for (i, k) in kb.chunks_exact(hd).take(len).enumerate() {
@@ -166,6 +156,37 @@ unsafe fn pass<L: Lanes, const R: usize>(
     }
     for (r, a) in reg.iter().zip(acc.chunks_exact_mut(w)) {
         L::store(a, *r);
+    }
+}
+
+/// The query rounded to f16 (nearest even) and widened back, as ggml's kernels take it.
+#[inline(always)]
+pub(super) unsafe fn rounded_query<L: Lanes>(q: &[f32]) -> Vec<Line> {
+    let mut q16 = vec![0u16; q.len()];
+    for (src, dst) in q.chunks_exact(L::N).zip(q16.chunks_exact_mut(L::N)) {
+        L::round_store(dst, L::load(src));
+    }
+    let mut qr = lines(q.len());
+    widen::<L>(&q16, flat_mut(&mut qr));
+    qr
+}
+
+/// Positions `p0..p0 + len` of `rows`, keys into `kb` and values into `vb`, widened (`hd`
+/// floats per position).
+#[inline(always)]
+pub(super) unsafe fn widen_block<L: Lanes>(
+    rows: &Rows,
+    p0: usize,
+    len: usize,
+    hd: usize,
+    kb: &mut [f32],
+    vb: &mut [f32],
+) {
+    for i in 0..len {
+        let k_row = bits(&rows.keys[(rows.row)(rows.keys, p0 + i)]);
+        widen::<L>(k_row, &mut kb[i * hd..][..hd]);
+        let v_row = bits(&rows.values[(rows.row)(rows.values, p0 + i)]);
+        widen::<L>(v_row, &mut vb[i * hd..][..hd]);
     }
 }
 
