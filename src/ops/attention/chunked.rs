@@ -140,9 +140,7 @@ pub(super) fn chunk(
 #[cfg(target_arch = "x86_64")]
 pub(super) mod simd {
     use super::{add_weights, block_max, rescale, write_partials, BLOCK, PASS};
-    use crate::ops::attention::one_token::{
-        flat, flat_mut, lines, rounded_query, widen_block, Lanes,
-    };
+    use crate::ops::attention::one_token::{flat, rounded_query, widen_block, BlockLines, Lanes};
     use crate::ops::attention::{Rows, Scores};
 
     /// The chunk kernel over `L`'s vectors.
@@ -161,10 +159,8 @@ pub(super) mod simd {
         let (n, w) = (q.len() / hd, L::N);
         let qr = rounded_query::<L>(q);
         let qr = flat(&qr);
-        let (mut kl, mut vl) = (lines(BLOCK * hd), lines(BLOCK * hd));
-        let (kb, vb) = (flat_mut(&mut kl), flat_mut(&mut vl));
-        let mut acc_lines = lines(q.len());
-        let acc = flat_mut(&mut acc_lines);
+        let mut buffers = BlockLines::new(BLOCK, hd, q.len());
+        let (kb, vb, acc) = buffers.split();
         let (mut max, mut sum) = (vec![f32::NEG_INFINITY; n], vec![0f32; n]);
         // Per head: the block's scores, then their weights; the accumulator's factor.
         let mut weight = vec![0f32; n * BLOCK];
@@ -324,10 +320,7 @@ mod tests {
     use super::*;
 
     fn rnd(seed: &mut u64) -> f32 {
-        *seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((*seed >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+        crate::ops::attention::tests::uniform(seed, 2.0)
     }
 
     #[test]

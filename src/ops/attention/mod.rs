@@ -356,6 +356,14 @@ fn reduce16(x: [f32; 16]) -> f32 {
 mod tests {
     use super::*;
 
+    /// A seeded pseudo-random float in `[-half_width, half_width)` (a 64-bit LCG's top bits).
+    pub(super) fn uniform(seed: &mut u64, half_width: f32) -> f32 {
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((*seed >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * half_width
+    }
+
     fn attend(
         q: &[f32],
         keys: &[f16],
@@ -402,12 +410,7 @@ mod tests {
         let hd = 128;
         let n = 37;
         let mut seed = 7u64;
-        let mut rnd = || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((seed >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
-        };
+        let mut rnd = || uniform(&mut seed, 2.0);
         // three heads sharing the KV head, each checked alone against the portable one
         let heads = 3;
         let q: Vec<f32> = (0..heads * hd).map(|_| rnd() * 3.0).collect();
@@ -472,12 +475,7 @@ mod tests {
     fn every_cache_type_pair_attends_like_exact_attention_over_its_rows() {
         let (hd, n_kv, n) = (64, 2, 40);
         let mut seed = 99u64;
-        let mut rnd = || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        };
+        let mut rnd = || uniform(&mut seed, 1.0);
         let group = 3;
         let kv_dim = n_kv * hd;
         let k32: Vec<Vec<f32>> = (0..n)

@@ -59,12 +59,8 @@ pub(super) unsafe fn attend<L: Lanes>(
     let (n, w) = (q.len() / hd, L::N);
     let qr = rounded_query::<L>(q);
     let qr = flat(&qr);
-    // The block's key and value rows, widened.
-    let (mut kl, mut vl) = (lines(BLOCK * hd), lines(BLOCK * hd));
-    let (kb, vb) = (flat_mut(&mut kl), flat_mut(&mut vl));
-    // The value accumulator, f16 values held as floats.
-    let mut acc_lines = lines(q.len());
-    let acc = flat_mut(&mut acc_lines);
+    let mut buffers = BlockLines::new(BLOCK, hd, q.len());
+    let (kb, vb, acc) = buffers.split();
     let mut state = vec![(f32::NEG_INFINITY, 0f32); n];
     // Per block of positions, head-major: the scores, then each one's (accumulator factor,
     // value weight) from the online softmax.
@@ -205,8 +201,32 @@ pub(super) unsafe fn widen<L: Lanes>(src: &[u16], dst: &mut [f32]) {
 #[repr(C, align(64))]
 pub(super) struct Line([f32; 16]);
 
+/// The scratch both kernels work in: a block's key and value rows widened to floats, and the
+/// value accumulator of every head (f16 values held as floats), each on lines of its own.
+pub(super) struct BlockLines {
+    keys: Vec<Line>,
+    values: Vec<Line>,
+    acc: Vec<Line>,
+}
+
+impl BlockLines {
+    /// Lines for `block` rows of `hd` floats each way and an accumulator of `q_len` floats.
+    pub(super) fn new(block: usize, hd: usize, q_len: usize) -> Self {
+        let (keys, values) = (lines(block * hd), lines(block * hd));
+        let acc = lines(q_len);
+        Self { keys, values, acc }
+    }
+
+    /// The keys, values and accumulator as floats.
+    pub(super) fn split(&mut self) -> (&mut [f32], &mut [f32], &mut [f32]) {
+        let keys = flat_mut(&mut self.keys);
+        let values = flat_mut(&mut self.values);
+        (keys, values, flat_mut(&mut self.acc))
+    }
+}
+
 /// Zeroed lines for `n` floats (`n` a multiple of 16).
-pub(super) fn lines(n: usize) -> Vec<Line> {
+fn lines(n: usize) -> Vec<Line> {
     vec![Line([0.0; 16]); n / 16]
 }
 
@@ -216,7 +236,7 @@ pub(super) fn flat(l: &[Line]) -> &[f32] {
     unsafe { std::slice::from_raw_parts(l.as_ptr().cast(), l.len() * 16) }
 }
 
-pub(super) fn flat_mut(l: &mut [Line]) -> &mut [f32] {
+fn flat_mut(l: &mut [Line]) -> &mut [f32] {
     // SAFETY: as in `flat`; the borrow is unique.
     unsafe { std::slice::from_raw_parts_mut(l.as_mut_ptr().cast(), l.len() * 16) }
 }
