@@ -1,11 +1,11 @@
-//! Quantized KV caches (`-ctk`/`-ctv`) on a real model (SmolLM2-135M): perplexity with q8_0
-//! and q4_0 caches against the f16 cache, a sequence saved and restored with a quantized cache,
+//! Quantized KV caches (`-ctk`/`-ctv`) on a real model (SmolLM2-135M): perplexity with q8_0,
+//! q4_0 and iq4_nl caches against the f16 cache, a sequence saved and restored with a quantized cache,
 //! a context shift over one, and the one-line refusals (a quantized V cache with
 //! `--flash-attn off`, a saved cache read back with other types).
 //!
 //! Perplexity is checked against llama.cpp's own on the same text and context (the first 6 kB
 //! of the reference text, `-c 128`, `llama-perplexity -ctk T -ctv T -fa on`, llama.cpp
-//! 0c1e570): 23.9134 (f16), 24.2676 (q8_0), 25.2601 (q4_0). Ours must be within 1% of each
+//! 0c1e570): 23.9134 (f16), 24.2676 (q8_0), 25.2601 (q4_0), 24.7933 (iq4_nl). Ours must be within 1% of each
 //! (they match to all printed digits when written), and the quantized ones must differ from f16.
 
 mod common;
@@ -47,7 +47,12 @@ fn quantized_caches_keep_perplexity_near_f16() {
     std::fs::write(&text, &full[..6000]).unwrap();
     let (m, text) = (m.to_str().unwrap(), text.to_str().unwrap());
     let f16 = ppl(m, text, "f16");
-    for (ty, llama_cpp) in [("f16", 23.9134), ("q8_0", 24.2676), ("q4_0", 25.2601)] {
+    for (ty, llama_cpp) in [
+        ("f16", 23.9134),
+        ("q8_0", 24.2676),
+        ("q4_0", 25.2601),
+        ("iq4_nl", 24.7933),
+    ] {
         let ours = if ty == "f16" { f16 } else { ppl(m, text, ty) };
         assert!(
             (ours / llama_cpp - 1.0).abs() < 0.01,
