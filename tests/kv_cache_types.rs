@@ -1,12 +1,14 @@
 //! Quantized KV caches (`-ctk`/`-ctv`) on a real model (SmolLM2-135M): perplexity with q8_0,
-//! q4_0 and iq4_nl caches against the f16 cache, a sequence saved and restored with a quantized cache,
-//! a context shift over one, and the one-line refusals (a quantized V cache with
+//! q4_0 and iq4_nl caches against the f16 cache, a sequence saved and restored with a quantized
+//! cache, a context shift over one, and the one-line refusals (a quantized V cache with
 //! `--flash-attn off`, a saved cache read back with other types).
 //!
 //! Perplexity is checked against llama.cpp's own on the same text and context (the first 6 kB
 //! of the reference text, `-c 128`, `llama-perplexity -ctk T -ctv T -fa on`, llama.cpp
-//! 0c1e570): 23.9134 (f16), 24.2676 (q8_0), 25.2601 (q4_0), 24.7933 (iq4_nl). Ours must be within 1% of each
-//! (they match to all printed digits when written), and the quantized ones must differ from f16.
+//! 0c1e570): 23.9134 (f16), 24.2676 (q8_0), 25.2601 (q4_0), 24.7933 (iq4_nl). Ours must be
+//! within 1% of each (they match to all printed digits when written), and the quantized ones
+//! must differ from f16. iq4_nl must be within 0.1%: its key dot product summed in another
+//! float order than ggml's once, which put SmolLM2 1.9% off on a longer text.
 
 mod common;
 
@@ -59,6 +61,10 @@ fn quantized_caches_keep_perplexity_near_f16() {
             "{ty}: {ours} vs llama.cpp {llama_cpp}"
         );
         assert!(ty == "f16" || ours != f16, "{ty} equals f16: {ours}");
+        assert!(
+            ty != "iq4_nl" || (ours / llama_cpp - 1.0).abs() < 0.001,
+            "iq4_nl: {ours} vs llama.cpp {llama_cpp} (the dot product's float order?)"
+        );
     }
 }
 
