@@ -85,23 +85,31 @@ pub fn dequantize(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Dot product of an IQ4_NL row with a Q8_0 row of the same length, in the float order of
-/// ggml's AVX2 `ggml_vec_dot_iq4_nl_q8_0` (what llama.cpp runs on every x86 CPU with AVX2):
-/// per block eight integer lanes of four products each, scaled into eight f32 lanes by fused
+/// Dot products of one IQ4_NL row `w` with each Q8_0 row of `queries` (`row_bytes` apart, as
+/// long as `w`) into `out`, the CPU variant chosen once for all rows, in the float order of
+/// ggml's AVX2 `ggml_vec_dot_iq4_nl_q8_0` (what llama.cpp runs on every x86 CPU with AVX2): per
+/// block eight integer lanes of four products each, scaled into eight f32 lanes by fused
 /// multiply-adds, even and odd blocks in two accumulators, which are added and then reduced
 /// halves first; an odd last block joins the sum alone.
-pub fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
+pub fn vec_dot_rows(w: &[u8], queries: &[u8], row_bytes: usize, out: &mut [f32]) {
     let nb = w.len() / BLOCK_BYTES;
-    assert_eq!(nb, a.len() / Q8_0_BYTES, "iq4_nl dot lengths");
+    assert_eq!(nb, row_bytes / Q8_0_BYTES, "iq4_nl dot lengths");
+    let rows = out.iter_mut().zip(queries.chunks_exact(row_bytes));
     #[cfg(target_arch = "x86_64")]
     if crate::cpu::isa().has_avx2() {
-        // SAFETY: the CPU has AVX2 and FMA (`has_avx2` covers both); the lengths are checked.
-        return unsafe { x86::vec_dot(w, a, nb) };
+        for (o, q) in rows {
+            // SAFETY: the CPU has AVX2 and FMA (`has_avx2` covers both); the lengths are
+            // checked.
+            *o = unsafe { x86::vec_dot(w, q, nb) };
+        }
+        return;
     }
-    portable_dot(w, a, nb)
+    for (o, q) in rows {
+        *o = portable_dot(w, q, nb);
+    }
 }
 
-/// [`vec_dot`] in portable Rust (scalar fused multiply-adds).
+/// [`vec_dot_rows`] for one row in portable Rust (scalar fused multiply-adds).
 fn portable_dot(w: &[u8], a: &[u8], nb: usize) -> f32 {
     let mut acc = [[0f32; 8]; 2];
     for ib in 0..nb / 2 * 2 {
@@ -246,7 +254,9 @@ mod tests {
                     *b = ((rnd() * 127.0) as i8) as u8;
                 }
             }
-            let got = vec_dot(&w, &a);
+            let mut got = [0f32];
+            vec_dot_rows(&w, &a, a.len(), &mut got);
+            let got = got[0];
             let want = portable_dot(&w, &a, nb);
             assert_eq!(got.to_bits(), want.to_bits(), "{nb} blocks");
             // and the value is the dot product of the expanded rows

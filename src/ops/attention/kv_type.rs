@@ -149,12 +149,7 @@ impl KvType {
     pub fn dots(self, n: usize, k: &[u8], queries: &[u8], out: &mut [f32]) {
         match self.ggml() {
             Some(t) => quant::vec_dot_rows(t, n, k, queries, self.query_bytes(n), out),
-            None => {
-                let qb = self.query_bytes(n);
-                for (o, q) in out.iter_mut().zip(queries.chunks_exact(qb)) {
-                    *o = iq4_nl::vec_dot(k, q);
-                }
-            }
+            None => iq4_nl::vec_dot_rows(k, queries, self.query_bytes(n), out),
         }
     }
 }
