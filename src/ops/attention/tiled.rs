@@ -457,7 +457,15 @@ mod x86 {
     }
 
     pub(super) fn exp16(x: &mut [f32; 16]) {
-        // SAFETY: installed only for a CPU with AVX-512F/DQ; 16 floats in and out.
+        // SAFETY: installed only for a CPU with AVX-512F/DQ.
+        unsafe { exp16_avx512(x) }
+    }
+
+    /// [`exp16`]'s body, compiled with the features it needs so that the load, store and
+    /// `v_expf` inline.
+    #[target_feature(enable = "avx512f,avx512dq")]
+    fn exp16_avx512(x: &mut [f32; 16]) {
+        // SAFETY: 16 floats in and out.
         unsafe {
             let v = crate::ops::expf::x86::v_expf(_mm512_loadu_ps(x.as_ptr()));
             _mm512_storeu_ps(x.as_mut_ptr(), v);
@@ -571,9 +579,17 @@ mod x86_avx2 {
     }
 
     pub(super) fn exp16(x: &mut [f32; 16]) {
-        // SAFETY: installed only for a CPU with AVX2 and FMA; 16 floats in and out.
-        unsafe {
-            for h in 0..2 {
+        // SAFETY: installed only for a CPU with AVX2 and FMA.
+        unsafe { exp16_avx2(x) }
+    }
+
+    /// [`exp16`]'s body, compiled with the features it needs so that the loads, stores and
+    /// `v_expf8` inline (from a plain function each was a call).
+    #[target_feature(enable = "avx2,fma")]
+    fn exp16_avx2(x: &mut [f32; 16]) {
+        for h in 0..2 {
+            // SAFETY: 8 floats in and out at `8h` of 16.
+            unsafe {
                 let p = x.as_mut_ptr().add(8 * h);
                 _mm256_storeu_ps(p, crate::ops::expf::x86::v_expf8(_mm256_loadu_ps(p)));
             }
