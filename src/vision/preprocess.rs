@@ -280,6 +280,27 @@ mod tests {
         }
     }
 
+    /// A 4098×2049 GIF (a one-pixel frame on a large canvas) that the image fuzz target ran
+    /// past libFuzzer's 15 s under AddressSanitizer, preparing it for every projector type:
+    /// large downscales do work in proportion to the canvas, a few milliseconds per type here.
+    #[test]
+    fn a_large_canvas_prepares_for_every_projector() {
+        let gif: [u8; 48] = [
+            0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x02, 0x10, 0x01, 0x08, 0x80, 0x00, 0x00, 0xff,
+            0x00, 0x00, 0x00, 0x00, 0xff, 0x21, 0xf9, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x2c,
+            0x00, 0x00, 0x01, 0x2c, 0xff, 0x00, 0x00, 0x00, 0x7a, 0x02, 0x00, 0x02, 0x00, 0x00,
+            0x02, 0x02, 0x84, 0x51, 0x00, 0x3b,
+        ];
+        let img = crate::vision::decode(&gif).expect("the canvas decodes");
+        assert_eq!((img.width, img.height), (4098, 2049));
+        let h = hp(28, Some(56));
+        for ty in ProjectorType::ALL {
+            let pre = preprocess(&img, ty, &h);
+            assert_eq!(pre.data.len(), 3 * pre.width * pre.height, "{ty:?}");
+            assert!(pre.data.iter().all(|v| v.is_finite()), "{ty:?}");
+        }
+    }
+
     #[test]
     fn idefics3_tiles_then_overview() {
         let img = RgbImage::filled(9, 3, [10, 20, 30]);
