@@ -10,7 +10,8 @@
 
 use crate::model::{EncoderWeights, LayerNorm, Linear, Model};
 use crate::ops::matmul;
-use crate::vision::layers::{attention, gelu_in_place, layer_norm_rows};
+use crate::vision::attention::attention;
+use crate::vision::layers::{gelu_in_place, layer_norm_rows};
 
 /// The final hidden state of every token of `tokens` (`tokens.len() × n_embd`, row-major).
 pub fn hidden_states(model: &Model, enc: &EncoderWeights, tokens: &[u32]) -> Vec<f32> {

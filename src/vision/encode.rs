@@ -6,9 +6,10 @@
 //! 1..=n_patches through a two-layer MLP with GELU; `gemma3` average-pools the patch grid,
 //! RMS-normalises and projects (`head.rs`); `idefics3` pixel-shuffles and projects.
 
+use super::attention::attention;
 use super::clip::{Block, FfnActivation, Head, Linear, Projector};
 use super::layers::{
-    attention, gelu_in_place, gelu_quick_in_place, layer_norm_rows, matmul_f32, silu_in_place,
+    gelu_in_place, gelu_quick_in_place, layer_norm_rows, matmul_f32, silu_in_place,
 };
 use super::preprocess::PlanarImage;
 use crate::gguf::GgufFile;

@@ -12,6 +12,7 @@
 //! does for the projector type; one input for `mlp` and `gemma3`) → `Projector::encode` on each
 //! input → one row of the text model's width per image token.
 
+pub mod attention;
 mod clip;
 mod encode;
 mod head;

@@ -13,8 +13,9 @@
 
 use std::sync::Arc;
 
+use super::attention::attention;
 use super::clip::{FfnActivation, Head, Linear, Lookup, Projector, VisionHparams};
-use super::layers::{attention, gelu_in_place, gelu_quick_in_place, silu_in_place};
+use super::layers::{gelu_in_place, gelu_quick_in_place, silu_in_place};
 use super::preprocess::{fit_to_steps, PlanarImage};
 use super::VisionError;
 use crate::gguf::GgufFile;

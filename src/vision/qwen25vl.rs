@@ -11,8 +11,9 @@
 
 use std::sync::Arc;
 
+use super::attention::attention;
 use super::clip::{Head, Linear, Lookup, Projector, VisionHparams};
-use super::layers::{attention, gelu_in_place};
+use super::layers::gelu_in_place;
 use super::pixtral::{block, opt_rms, Block, RmsNorm};
 use super::preprocess::PlanarImage;
 use super::qwen2vl::{check_hparams, VisionRope, MERGE};

@@ -1,0 +1,388 @@
+//! Softmax attention over all of an image's positions (no mask, no rotary embedding), as
+//! ggml's CPU backend computes it: each query's scores summed over the head's columns in order,
+//! ggml's vectorised `expf`, sums in f64, values added in key order; tiles of queries × keys
+//! held in registers, threaded on the pool, the same bits on every CPU variant.
+
+use super::layers::{with_isa, IsaBody};
+use crate::cpu::Isa;
+use crate::ops::expf::expf_ggml;
+use crate::pool;
+
+/// Queries handled by one task of [`attention`].
+const QUERY_BLOCK: usize = 32;
+/// Queries computed side by side in one register tile (divides [`QUERY_BLOCK`]).
+const QUERY_TILE: usize = 4;
+/// Keys are padded to a multiple of this (the narrowest key tile).
+const KEY_PAD: usize = 16;
+
+/// Multi-head self-attention over `n` positions: `q`, `k`, `v` are `n × (n_head · d)`, head `h`
+/// in columns `h·d..(h+1)·d`; the result has the same layout. Every position sees every other.
+///
+/// Each task takes one head and a block of queries, [`QUERY_TILE`] queries at a time. A
+/// query's scores are summed over the head's columns in order, all keys side by side (the
+/// head's keys transposed once, so the loop runs along the keys); the softmax takes ggml's
+/// vectorised `expf` and sums in f64, as ggml's soft_max does; the output adds each value row in
+/// key order. Every step is the same operation per lane whatever the vector width or tile, so
+/// every CPU variant gives the same bits; the variant only sets the width the loops are
+/// compiled for.
+pub fn attention(q: &[f32], k: &[f32], v: &[f32], n: usize, n_head: usize, scale: f32) -> Vec<f32> {
+    attention_with(crate::cpu::isa(), q, k, v, n, n_head, scale)
+}
+
+/// [`attention`] with the kernels of `isa` (which this CPU must support).
+fn attention_with(
+    isa: Isa,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    n: usize,
+    n_head: usize,
+    scale: f32,
+) -> Vec<f32> {
+    let width = q.len() / n;
+    let d = width / n_head;
+    let n_pad = n.next_multiple_of(KEY_PAD);
+    // Each head's keys transposed (`d × n_pad`, the padding keys zero).
+    let mut kt = vec![0f32; n_head * d * n_pad];
+    pool::global().for_each_chunk(&mut kt, d * n_pad, |h, kt| {
+        for j in 0..n {
+            for (c, &x) in k[j * width + h * d..][..d].iter().enumerate() {
+                kt[c * n_pad + j] = x;
+            }
+        }
+    });
+    let blocks = n.div_ceil(QUERY_BLOCK);
+    // Head-major scratch, each head padded to whole query blocks, so that one task owns one
+    // contiguous chunk: (head, block) = divmod(task, blocks).
+    let padded = blocks * QUERY_BLOCK;
+    let mut by_head = vec![0f32; n_head * padded * d];
+    let zero_query = vec![0f32; d];
+    pool::global().for_each_chunk(&mut by_head, QUERY_BLOCK * d, |task, out| {
+        let (h, blk) = (task / blocks, task % blocks);
+        let head = Head {
+            kt: &kt[h * d * n_pad..][..d * n_pad],
+            n_pad,
+            n,
+            v,
+            width,
+            col: h * d,
+            scale,
+        };
+        let mut scores = vec![0f32; QUERY_TILE * n_pad];
+        for (tile, dst) in out.chunks_exact_mut(QUERY_TILE * d).enumerate() {
+            let q0 = blk * QUERY_BLOCK + tile * QUERY_TILE;
+            if q0 >= n {
+                break;
+            }
+            // Queries past the last position (the block's padding) are zero rows, their
+            // results never read.
+            let qs: [&[f32]; QUERY_TILE] = std::array::from_fn(|t| {
+                let qi = q0 + t;
+                if qi < n {
+                    &q[qi * width + head.col..][..d]
+                } else {
+                    &zero_query[..]
+                }
+            });
+            let tile = QueryTile {
+                head: &head,
+                q: qs,
+                scores: &mut scores,
+                dst,
+            };
+            with_isa(isa, tile);
+        }
+    });
+    let mut out = vec![0f32; n * width];
+    for h in 0..n_head {
+        for i in 0..n {
+            out[i * width + h * d..][..d].copy_from_slice(&by_head[(h * padded + i) * d..][..d]);
+        }
+    }
+    out
+}
+
+/// One head's keys (transposed, padded to `n_pad`) and values (columns `col..col + d` of
+/// `v`'s `width`-wide rows) for [`query_tile`].
+struct Head<'a> {
+    kt: &'a [f32],
+    n_pad: usize,
+    n: usize,
+    v: &'a [f32],
+    width: usize,
+    col: usize,
+    scale: f32,
+}
+
+/// One query tile of [`attention`]'s task: [`query_tile`]'s arguments.
+struct QueryTile<'a, 'b> {
+    head: &'a Head<'b>,
+    q: [&'a [f32]; QUERY_TILE],
+    scores: &'a mut [f32],
+    dst: &'a mut [f32],
+}
+
+impl IsaBody for QueryTile<'_, '_> {
+    #[inline(always)]
+    fn call(self, isa: Isa) {
+        query_tile(isa, self.head, self.q, self.scores, self.dst)
+    }
+}
+
+/// [`QUERY_TILE`] queries' attention over one head: scores, softmax, weighted values into
+/// `dst` (the queries' `d`-wide rows back to back).
+#[inline(always)]
+fn query_tile(isa: Isa, head: &Head, q: [&[f32]; QUERY_TILE], scores: &mut [f32], dst: &mut [f32]) {
+    let (n, n_pad) = (head.n, head.n_pad);
+    scores_tile(isa, q, head.kt, n_pad, head.scale, scores);
+    let mut inv = [0f32; QUERY_TILE];
+    for (row, inv) in scores.chunks_exact_mut(n_pad).zip(&mut inv) {
+        let row = &mut row[..n];
+        let max = row.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+        *inv = (1.0 / exp_sub(isa, row, max)) as f32;
+    }
+    dst.fill(0.0);
+    weighted_sum_tile(scores, n_pad, n, inv, head.v, head.width, head.col, dst);
+}
+
+/// The scores of [`QUERY_TILE`] queries against every key: `scores[t][j] = (q[t] · kᵀ[·][j]) ·
+/// scale`, each the sum over the query's columns in order, in key tiles as wide as the
+/// registers of `isa` allow (the padding keys give zero scores).
+#[inline(always)]
+fn scores_tile(
+    isa: Isa,
+    q: [&[f32]; QUERY_TILE],
+    kt: &[f32],
+    n_pad: usize,
+    scale: f32,
+    scores: &mut [f32],
+) {
+    let wide = if isa == Isa::Avx512 { 64 } else { KEY_PAD };
+    let mut j0 = 0;
+    while j0 < n_pad {
+        if wide == 64 && j0 + 64 <= n_pad {
+            key_tile::<64>(q, kt, n_pad, j0, scale, scores);
+            j0 += 64;
+        } else {
+            key_tile::<KEY_PAD>(q, kt, n_pad, j0, scale, scores);
+            j0 += KEY_PAD;
+        }
+    }
+}
+
+/// Keys `j0..j0 + K` of [`scores_tile`]: `QUERY_TILE × K` sums held in registers while the
+/// columns pass.
+#[inline(always)]
+fn key_tile<const K: usize>(
+    q: [&[f32]; QUERY_TILE],
+    kt: &[f32],
+    n_pad: usize,
+    j0: usize,
+    scale: f32,
+    scores: &mut [f32],
+) {
+    let d = q[0].len();
+    let mut acc = [[0f32; K]; QUERY_TILE];
+    for c in 0..d {
+        let kv: &[f32; K] = kt[c * n_pad + j0..][..K].try_into().expect("K keys");
+        for (a, qr) in acc.iter_mut().zip(&q) {
+            let qc = qr[c];
+            for (s, &x) in a.iter_mut().zip(kv) {
+                *s += qc * x;
+            }
+        }
+    }
+    for (t, a) in acc.iter().enumerate() {
+        for (s, &x) in scores[t * n_pad + j0..][..K].iter_mut().zip(a) {
+            *s = x * scale;
+        }
+    }
+}
+
+/// `dst[t] += Σ_j (p[t][j] · inv[t]) · v[j]` for the tile's queries (`dst` holds their `d`-wide
+/// rows back to back), keys in order, over the head's columns `col..col + d` of `v`'s rows.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn weighted_sum_tile(
+    p: &[f32],
+    n_pad: usize,
+    n: usize,
+    inv: [f32; QUERY_TILE],
+    v: &[f32],
+    width: usize,
+    col: usize,
+    dst: &mut [f32],
+) {
+    let d = dst.len() / QUERY_TILE;
+    let mut c0 = 0;
+    while c0 < d {
+        let left = d - c0;
+        if left >= 64 {
+            value_tile::<64>(p, n_pad, n, inv, v, width, col, c0, dst);
+            c0 += 64;
+        } else if left >= 16 {
+            value_tile::<16>(p, n_pad, n, inv, v, width, col, c0, dst);
+            c0 += 16;
+        } else {
+            value_tile::<1>(p, n_pad, n, inv, v, width, col, c0, dst);
+            c0 += 1;
+        }
+    }
+}
+
+/// Columns `c0..c0 + C` of [`weighted_sum_tile`], the tile's sums in registers while the keys
+/// pass.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn value_tile<const C: usize>(
+    p: &[f32],
+    n_pad: usize,
+    n: usize,
+    inv: [f32; QUERY_TILE],
+    v: &[f32],
+    width: usize,
+    col: usize,
+    c0: usize,
+    dst: &mut [f32],
+) {
+    let d = dst.len() / QUERY_TILE;
+    let mut acc = [[0f32; C]; QUERY_TILE];
+    for t in 0..QUERY_TILE {
+        acc[t].copy_from_slice(&dst[t * d + c0..][..C]);
+    }
+    for j in 0..n {
+        let vr: &[f32; C] = v[j * width + col + c0..][..C].try_into().expect("C values");
+        for (t, a) in acc.iter_mut().enumerate() {
+            let w = p[t * n_pad + j] * inv[t];
+            for (o, &x) in a.iter_mut().zip(vr) {
+                *o += w * x;
+            }
+        }
+    }
+    for t in 0..QUERY_TILE {
+        dst[t * d + c0..][..C].copy_from_slice(&acc[t]);
+    }
+}
+
+/// `x[i] = expf(x[i] - max)` with ggml's `expf`; the sum of the results in f64, in order.
+fn exp_sub(isa: Isa, x: &mut [f32], max: f32) -> f64 {
+    #[allow(unused_mut)]
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    match isa {
+        // SAFETY: `isa` is the CPU's (cpu::isa), so it supports the features.
+        Isa::Avx512 => done = unsafe { exp_x86::exp_sub16(x, max) },
+        // SAFETY: as above.
+        Isa::Avx2 => done = unsafe { exp_x86::exp_sub8(x, max) },
+        _ => {}
+    }
+    let _ = isa;
+    for v in &mut x[done..] {
+        *v = expf_ggml(*v - max);
+    }
+    x.iter().map(|&v| v as f64).sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+mod exp_x86 {
+    use crate::ops::expf::x86::{v_expf, v_expf8};
+    use std::arch::x86_64::*;
+
+    /// [`super::exp_sub`]'s exponentials over the leading multiple of 16; returns how many.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and AVX-512DQ.
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub(super) unsafe fn exp_sub16(x: &mut [f32], max: f32) -> usize {
+        let n = x.len() / 16 * 16;
+        let m = _mm512_set1_ps(max);
+        for c in x[..n].chunks_exact_mut(16) {
+            // SAFETY: the chunk holds 16 floats; unaligned load and store.
+            unsafe {
+                let e = v_expf(_mm512_sub_ps(_mm512_loadu_ps(c.as_ptr()), m));
+                _mm512_storeu_ps(c.as_mut_ptr(), e);
+            }
+        }
+        n
+    }
+
+    /// As [`exp_sub16`], eight lanes at a time, with its bits.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn exp_sub8(x: &mut [f32], max: f32) -> usize {
+        let n = x.len() / 8 * 8;
+        let m = _mm256_set1_ps(max);
+        for c in x[..n].chunks_exact_mut(8) {
+            // SAFETY: the chunk holds 8 floats; unaligned load and store.
+            unsafe {
+                let e = v_expf8(_mm256_sub_ps(_mm256_loadu_ps(c.as_ptr()), m));
+                _mm256_storeu_ps(c.as_mut_ptr(), e);
+            }
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attention_matches_a_naive_loop() {
+        let (n, n_head, d) = (37, 3, 4);
+        let w = n_head * d;
+        let gen = |s: usize| -> Vec<f32> {
+            (0..n * w)
+                .map(|i| (((i * s) % 17) as f32 - 8.0) * 0.1)
+                .collect()
+        };
+        let (q, k, v) = (gen(3), gen(5), gen(7));
+        let got = attention(&q, &k, &v, n, n_head, 0.5);
+        for h in 0..n_head {
+            for i in 0..n {
+                let s: Vec<f64> = (0..n)
+                    .map(|j| {
+                        (0..d)
+                            .map(|c| q[i * w + h * d + c] as f64 * k[j * w + h * d + c] as f64)
+                            .sum::<f64>()
+                            * 0.5
+                    })
+                    .collect();
+                let m = s.iter().cloned().fold(f64::MIN, f64::max);
+                let z: f64 = s.iter().map(|x| (x - m).exp()).sum();
+                for c in 0..d {
+                    let want: f64 = (0..n)
+                        .map(|j| (s[j] - m).exp() / z * v[j * w + h * d + c] as f64)
+                        .sum();
+                    let g = got[i * w + h * d + c] as f64;
+                    assert!((g - want).abs() < 1e-5, "h{h} i{i} c{c}: {g} vs {want}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_variant_gives_the_same_bits() {
+        for (n, n_head, d) in [(45, 2, 24), (70, 1, 80), (3, 3, 64)] {
+            let w = n_head * d;
+            let gen = |s: usize, len: usize| -> Vec<f32> {
+                (0..len)
+                    .map(|i| (((i * s) % 31) as f32 - 15.0) * 0.07)
+                    .collect()
+            };
+            let (q, k, v) = (gen(3, n * w), gen(5, n * w), gen(7, n * w));
+            let base = attention_with(Isa::Scalar, &q, &k, &v, n, n_head, 0.3);
+            for isa in crate::cpu::available() {
+                let got = attention_with(isa, &q, &k, &v, n, n_head, 0.3);
+                assert!(
+                    got.iter()
+                        .zip(&base)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "attention {isa:?} n {n} d {d}"
+                );
+            }
+        }
+    }
+}
