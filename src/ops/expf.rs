@@ -4,6 +4,7 @@
 //! `2ⁿ` scaling rounded once, as `vscalefps` does), so every CPU variant gives the same bits.
 
 /// The scalar twin of [`x86::v_expf`]: the same operations, rounded the same way.
+#[inline]
 pub fn expf_ggml(x: f32) -> f32 {
     let c = f32::from_bits;
     let r = c(0x4b40_0000);

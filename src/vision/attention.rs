@@ -1,7 +1,7 @@
-//! Softmax attention over all of an image's positions (no mask, no rotary embedding), as
-//! ggml's CPU backend computes it: each query's scores summed over the head's columns in order,
-//! ggml's vectorised `expf`, sums in f64, values added in key order; tiles of queries × keys
-//! held in registers, threaded on the pool, the same bits on every CPU variant.
+//! Softmax attention over all of an image's positions (no mask, no rotary embedding): each
+//! query's scores fused-multiply-added over the head's columns in order, ggml's vectorised
+//! `expf`, the softmax sums in f64, values added in key order; tiles of queries × keys held in
+//! registers, threaded on the pool, the same bits on every CPU variant.
 
 use super::layers::{with_isa, IsaBody};
 use crate::cpu::Isa;
@@ -19,10 +19,10 @@ const KEY_PAD: usize = 16;
 /// in columns `h·d..(h+1)·d`; the result has the same layout. Every position sees every other.
 ///
 /// Each task takes one head and a block of queries, [`QUERY_TILE`] queries at a time. A
-/// query's scores are summed over the head's columns in order, all keys side by side (the
-/// head's keys transposed once, so the loop runs along the keys); the softmax takes ggml's
-/// vectorised `expf` and sums in f64, as ggml's soft_max does; the output adds each value row in
-/// key order. Every step is the same operation per lane whatever the vector width or tile, so
+/// query's scores are fused-multiply-added over the head's columns in order, all keys side by
+/// side (the head's keys transposed once, so the loop runs along the keys); the softmax takes
+/// ggml's vectorised `expf` and sums in f64 (as ggml's soft_max does, in eight running sums);
+/// the output adds each value row, scaled by its weight, in key order. Every step is the same operation per lane whatever the vector width or tile, so
 /// every CPU variant gives the same bits; the variant only sets the width the loops are
 /// compiled for.
 pub fn attention(q: &[f32], k: &[f32], v: &[f32], n: usize, n_head: usize, scale: f32) -> Vec<f32> {
@@ -135,14 +135,17 @@ impl IsaBody for QueryTile<'_, '_> {
 fn query_tile(isa: Isa, head: &Head, q: [&[f32]; QUERY_TILE], scores: &mut [f32], dst: &mut [f32]) {
     let (n, n_pad) = (head.n, head.n_pad);
     scores_tile(isa, q, head.kt, n_pad, head.scale, scores);
-    let mut inv = [0f32; QUERY_TILE];
-    for (row, inv) in scores.chunks_exact_mut(n_pad).zip(&mut inv) {
+    for row in scores.chunks_exact_mut(n_pad) {
         let row = &mut row[..n];
         let max = row.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
-        *inv = (1.0 / exp_sub(isa, row, max)) as f32;
+        let inv = (1.0 / exp_sub(isa, row, max)) as f32;
+        // The weights of the values, each rounded once as before.
+        for p in row {
+            *p *= inv;
+        }
     }
     dst.fill(0.0);
-    weighted_sum_tile(scores, n_pad, n, inv, head.v, head.width, head.col, dst);
+    weighted_sum_tile(scores, n_pad, n, head.v, head.width, head.col, dst);
 }
 
 /// The scores of [`QUERY_TILE`] queries against every key: `scores[t][j] = (q[t] · kᵀ[·][j]) ·
@@ -188,7 +191,7 @@ fn key_tile<const K: usize>(
         for (a, qr) in acc.iter_mut().zip(&q) {
             let qc = qr[c];
             for (s, &x) in a.iter_mut().zip(kv) {
-                *s += qc * x;
+                *s = qc.mul_add(x, *s);
             }
         }
     }
@@ -199,7 +202,7 @@ fn key_tile<const K: usize>(
     }
 }
 
-/// `dst[t] += Σ_j (p[t][j] · inv[t]) · v[j]` for the tile's queries (`dst` holds their `d`-wide
+/// `dst[t] += Σ_j p[t][j] · v[j]` for the tile's queries (`dst` holds their `d`-wide
 /// rows back to back), keys in order, over the head's columns `col..col + d` of `v`'s rows.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
@@ -207,7 +210,6 @@ fn weighted_sum_tile(
     p: &[f32],
     n_pad: usize,
     n: usize,
-    inv: [f32; QUERY_TILE],
     v: &[f32],
     width: usize,
     col: usize,
@@ -218,13 +220,13 @@ fn weighted_sum_tile(
     while c0 < d {
         let left = d - c0;
         if left >= 64 {
-            value_tile::<64>(p, n_pad, n, inv, v, width, col, c0, dst);
+            value_tile::<64>(p, n_pad, n, v, width, col, c0, dst);
             c0 += 64;
         } else if left >= 16 {
-            value_tile::<16>(p, n_pad, n, inv, v, width, col, c0, dst);
+            value_tile::<16>(p, n_pad, n, v, width, col, c0, dst);
             c0 += 16;
         } else {
-            value_tile::<1>(p, n_pad, n, inv, v, width, col, c0, dst);
+            value_tile::<1>(p, n_pad, n, v, width, col, c0, dst);
             c0 += 1;
         }
     }
@@ -238,7 +240,6 @@ fn value_tile<const C: usize>(
     p: &[f32],
     n_pad: usize,
     n: usize,
-    inv: [f32; QUERY_TILE],
     v: &[f32],
     width: usize,
     col: usize,
@@ -253,9 +254,9 @@ fn value_tile<const C: usize>(
     for j in 0..n {
         let vr: &[f32; C] = v[j * width + col + c0..][..C].try_into().expect("C values");
         for (t, a) in acc.iter_mut().enumerate() {
-            let w = p[t * n_pad + j] * inv[t];
+            let w = p[t * n_pad + j];
             for (o, &x) in a.iter_mut().zip(vr) {
-                *o += w * x;
+                *o = w.mul_add(x, *o);
             }
         }
     }
@@ -264,7 +265,8 @@ fn value_tile<const C: usize>(
     }
 }
 
-/// `x[i] = expf(x[i] - max)` with ggml's `expf`; the sum of the results in f64, in order.
+/// `x[i] = expf(x[i] - max)` with ggml's `expf`; the sum of the results in f64 ([`sum_f64`]).
+#[inline(always)]
 fn exp_sub(isa: Isa, x: &mut [f32], max: f32) -> f64 {
     #[allow(unused_mut)]
     let mut done = 0;
@@ -280,7 +282,26 @@ fn exp_sub(isa: Isa, x: &mut [f32], max: f32) -> f64 {
     for v in &mut x[done..] {
         *v = expf_ggml(*v - max);
     }
-    x.iter().map(|&v| v as f64).sum()
+    sum_f64(x)
+}
+
+/// The sum of `x` in f64: eight running sums (element `i` in sum `i % 8`) added pairwise at
+/// the end, a loop every variant vectorises with the same bits (one sum in order would be a
+/// chain of dependent f64 additions, 4 cycles each).
+#[inline(always)]
+fn sum_f64(x: &[f32]) -> f64 {
+    let mut acc = [0f64; 8];
+    let chunks = x.chunks_exact(8);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a += v as f64;
+        }
+    }
+    for (a, &v) in acc.iter_mut().zip(tail) {
+        *a += v as f64;
+    }
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))
 }
 
 #[cfg(target_arch = "x86_64")]
