@@ -27,7 +27,8 @@ const CHUNK: usize = 256;
 /// Positions taken together: their dots, then one softmax rescale, then their values.
 const BLOCK: usize = 16;
 
-/// Accumulator vectors one pass over a block keeps in registers.
+/// Accumulator vectors one pass over a block keeps in registers (the x86 kernels).
+#[cfg(target_arch = "x86_64")]
 const PASS: usize = 8;
 
 /// A partial result per head: the accumulator (`hd` floats), the running maximum and the sum.
