@@ -120,7 +120,7 @@ pub(super) fn with_isa(isa: Isa, body: impl IsaBody) {
         unsafe fn wide16(body: impl IsaBody) {
             body.call(Isa::Avx512)
         }
-        #[target_feature(enable = "avx2")]
+        #[target_feature(enable = "avx2,fma")]
         unsafe fn wide8(body: impl IsaBody) {
             body.call(Isa::Avx2)
         }
