@@ -352,33 +352,35 @@ mod tests {
 
     #[test]
     fn attention_matches_a_naive_loop() {
-        let (n, n_head, d) = (37, 3, 4);
-        let w = n_head * d;
-        let gen = |s: usize| -> Vec<f32> {
-            (0..n * w)
-                .map(|i| (((i * s) % 17) as f32 - 8.0) * 0.1)
-                .collect()
-        };
-        let (q, k, v) = (gen(3), gen(5), gen(7));
-        let got = attention(&q, &k, &v, n, n_head, 0.5);
-        for h in 0..n_head {
-            for i in 0..n {
-                let s: Vec<f64> = (0..n)
-                    .map(|j| {
-                        (0..d)
-                            .map(|c| q[i * w + h * d + c] as f64 * k[j * w + h * d + c] as f64)
-                            .sum::<f64>()
-                            * 0.5
-                    })
-                    .collect();
-                let m = s.iter().cloned().fold(f64::MIN, f64::max);
-                let z: f64 = s.iter().map(|x| (x - m).exp()).sum();
-                for c in 0..d {
-                    let want: f64 = (0..n)
-                        .map(|j| (s[j] - m).exp() / z * v[j * w + h * d + c] as f64)
-                        .sum();
-                    let g = got[i * w + h * d + c] as f64;
-                    assert!((g - want).abs() < 1e-5, "h{h} i{i} c{c}: {g} vs {want}");
+        // The second shape takes the 64-key and 64-column tiles as well as the narrow ones.
+        for (n, n_head, d) in [(37, 3, 4), (70, 2, 80)] {
+            let w = n_head * d;
+            let gen = |s: usize| -> Vec<f32> {
+                (0..n * w)
+                    .map(|i| (((i * s) % 17) as f32 - 8.0) * 0.1)
+                    .collect()
+            };
+            let (q, k, v) = (gen(3), gen(5), gen(7));
+            let got = attention(&q, &k, &v, n, n_head, 0.5);
+            for h in 0..n_head {
+                for i in 0..n {
+                    let s: Vec<f64> = (0..n)
+                        .map(|j| {
+                            (0..d)
+                                .map(|c| q[i * w + h * d + c] as f64 * k[j * w + h * d + c] as f64)
+                                .sum::<f64>()
+                                * 0.5
+                        })
+                        .collect();
+                    let m = s.iter().cloned().fold(f64::MIN, f64::max);
+                    let z: f64 = s.iter().map(|x| (x - m).exp()).sum();
+                    for c in 0..d {
+                        let want: f64 = (0..n)
+                            .map(|j| (s[j] - m).exp() / z * v[j * w + h * d + c] as f64)
+                            .sum();
+                        let g = got[i * w + h * d + c] as f64;
+                        assert!((g - want).abs() < 1e-5, "h{h} i{i} c{c}: {g} vs {want}");
+                    }
                 }
             }
         }
