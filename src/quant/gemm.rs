@@ -152,7 +152,7 @@ fn lane_packed(ty: GgmlType) -> bool {
 /// Panics if `ty` is not one of the 32-element weight formats or the lengths disagree.
 pub fn pack_acts(ty: GgmlType, n: usize, acts: &[u8], n_tokens: usize) -> PackedActs {
     let at = ty.vec_dot_type();
-    if matches!(at, GgmlType::F16 | GgmlType::BF16) {
+    if widens_acts(ty) {
         return pack_half(ty, n, acts, n_tokens);
     }
     if at == GgmlType::Q8K {
@@ -259,6 +259,38 @@ fn pack_half(ty: GgmlType, n: usize, acts: &[u8], n_tokens: usize) -> PackedActs
     for (src, dst) in acts.chunks_exact(2 * n).zip(half.chunks_exact_mut(n)) {
         super::dequantize_row(ty, src, dst);
     }
+    pack_widened(ty, n, half, n_tokens)
+}
+
+/// Whether weights of `ty` meet their activations widened back to f32 ([`pack_widened`]):
+/// F16 and BF16.
+pub fn widens_acts(ty: GgmlType) -> bool {
+    matches!(ty.vec_dot_type(), GgmlType::F16 | GgmlType::BF16)
+}
+
+/// `src` rounded to `ty`'s activation format (F16 or BF16) and widened back to f32 in `dst`:
+/// the row [`pack_acts`] would hold after [`quantize_row`](super::quantize_row).
+///
+/// Panics if `ty` does not [`widen_acts`](widens_acts) or the lengths disagree.
+pub fn round_trip_row(ty: GgmlType, src: &[f32], dst: &mut [f32], scratch: &mut Vec<u8>) {
+    assert!(widens_acts(ty), "round_trip_row({ty})");
+    let at = ty.vec_dot_type();
+    scratch.resize(2 * src.len(), 0);
+    super::quantize_row(at, src, scratch);
+    super::dequantize_row(at, scratch, dst);
+}
+
+/// Activations for F16 or BF16 weights of `n` elements from rows already rounded and widened
+/// ([`round_trip_row`]): `half` holds `n_tokens` rows, padded with a zero row to an even count.
+///
+/// Panics if `ty` does not [`widen_acts`](widens_acts) or `half` is not that long.
+pub fn pack_widened(ty: GgmlType, n: usize, half: Vec<f32>, n_tokens: usize) -> PackedActs {
+    assert!(widens_acts(ty), "pack_widened({ty})");
+    assert_eq!(
+        half.len(),
+        n * n_tokens.next_multiple_of(2),
+        "pack_widened: rows"
+    );
     PackedActs {
         ty,
         n_blocks: n,
