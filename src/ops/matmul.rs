@@ -82,7 +82,7 @@ pub fn matmul(w: &QMat, x: &[f32], n: usize, out: &mut [f32]) {
         && quant::has_gemm(w.ty)
         && n >= quant::min_gemm_tokens(w.ty).max(2)
     {
-        return tiled_widened(w, x, n, out);
+        return tiled(w, Rows::Float(x), n, out);
     }
     let act_ty = w.ty.vec_dot_type();
     let act_row = act_ty.block_bytes() * (w.cols / act_ty.block_elems());
@@ -134,7 +134,7 @@ pub fn matmul(w: &QMat, x: &[f32], n: usize, out: &mut [f32]) {
     // `min_gemm_tokens` on: two tokens, except for the AVX-512 K-quant tiles, which pad to
     // sixteen tokens and lose to the multi-row dots below eight.
     if quant::has_gemm(w.ty) && n >= quant::min_gemm_tokens(w.ty) {
-        return tiled(w, &qx, n, out);
+        return tiled(w, Rows::Quantized(&qx, act_row), n, out);
     }
     if n >= MIN_TOKENS_PER_THREAD * threads {
         let block = token_block(n, threads);
@@ -195,39 +195,49 @@ fn regrouped(w: &QMat, x8: &[u8], qx: &[u8], n: usize, out: &mut [f32]) {
     transpose_into(&by_row, n, out, w.rows);
 }
 
-/// A batch through the tile kernels: activations repacked once, then split by token blocks
-/// (results land in place) or, for a few tokens, by weight rows (then transposed).
-fn tiled(w: &QMat, qx: &[u8], n: usize, out: &mut [f32]) {
-    tiled_packed(w, &quant::pack_acts(w.ty, w.cols, qx, n), n, out);
+/// Activation rows as the tile kernels' packing starts from them.
+#[derive(Clone, Copy)]
+enum Rows<'a> {
+    /// Quantized to the weight type's partner format, `.1` bytes per row.
+    Quantized(&'a [u8], usize),
+    /// As they are (F16 and BF16 weights: rounded to the weight format and widened back when
+    /// packed).
+    Float(&'a [f32]),
 }
 
-/// [`tiled`] for F16 and BF16 weights, whose tiles read activations rounded to the weight
-/// format and widened back: both steps at once, on the pool (one thread widening a tower's
-/// activations cost a tenth of its time on two threads).
-fn tiled_widened(w: &QMat, x: &[f32], n: usize, out: &mut [f32]) {
-    let cols = w.cols;
-    let mut half = vec![0f32; n.next_multiple_of(2) * cols];
-    let widen = |i: usize, dst: &mut [f32]| {
-        let mut scratch = Vec::new();
-        let src = &x[i * 4 * cols..];
-        for (d, s) in dst.chunks_exact_mut(cols).zip(src.chunks_exact(cols)) {
-            quant::round_trip_row(w.ty, s, d, &mut scratch);
+/// Tokens `t` of `rows` packed for the tile kernels of `w`.
+fn pack(w: &QMat, rows: Rows, t: std::ops::Range<usize>) -> quant::PackedActs {
+    match rows {
+        Rows::Quantized(qx, rb) => {
+            quant::pack_acts(w.ty, w.cols, &qx[t.start * rb..t.end * rb], t.len())
         }
-    };
-    if n >= 8 {
-        pool::global().for_each_chunk(&mut half[..n * cols], 4 * cols, widen);
-    } else {
-        widen(0, &mut half[..n * cols]);
+        Rows::Float(x) => {
+            let cols = w.cols;
+            let mut half = vec![0f32; t.len().next_multiple_of(2) * cols];
+            let src = &x[t.start * cols..t.end * cols];
+            widen_rows(w.ty, cols, src, &mut half);
+            quant::pack_widened(w.ty, cols, half, t.len())
+        }
     }
-    tiled_packed(w, &quant::pack_widened(w.ty, cols, half, n), n, out);
 }
 
-/// The tile kernels' split of a packed batch (see [`tiled`]).
-fn tiled_packed(w: &QMat, packed: &quant::PackedActs, n: usize, out: &mut [f32]) {
+/// The rows of `src` (`cols` elements each) rounded to `ty`'s activation format and widened
+/// back into `dst` (which may hold more rows: padding, left as it is).
+fn widen_rows(ty: GgmlType, cols: usize, src: &[f32], dst: &mut [f32]) {
+    let mut scratch = Vec::new();
+    for (d, s) in dst.chunks_exact_mut(cols).zip(src.chunks_exact(cols)) {
+        quant::round_trip_row(ty, s, d, &mut scratch);
+    }
+}
+
+/// A batch through the tile kernels. Split by token blocks (results land in place), each task
+/// packing its own tokens, so packing runs on the pool and its output is still in cache when
+/// the tiles read it; or, for a few tokens, packed once and split by weight rows (then
+/// transposed).
+fn tiled(w: &QMat, rows: Rows, n: usize, out: &mut [f32]) {
     let pool = pool::global();
     let threads = pool.threads();
-    let pairs = packed.n_pairs();
-    let rb = w.row_bytes();
+    let pairs = n.div_ceil(2);
     // By tokens only when every thread gets whole blocks of `MAX_PAIRS_PER_TASK` pairs: the
     // tiles decode each weight row once per call, so a small batch split by tokens would
     // decode every row once per token block (speculative verification, a few slots).
@@ -235,21 +245,34 @@ fn tiled_packed(w: &QMat, packed: &quant::PackedActs, n: usize, out: &mut [f32])
         let block = pairs
             .div_ceil(threads * 4)
             .clamp(MIN_PAIRS_PER_TASK, MAX_PAIRS_PER_TASK)
-            .next_multiple_of(packed.pair_align());
+            .next_multiple_of(quant::pair_align(w.ty));
         pool.for_each_chunk(out, 2 * block * w.rows, |i, o| {
-            let p0 = i * block;
-            let p1 = (p0 + block).min(pairs);
-            quant::gemm(w.data, w.rows, packed, p0..p1, o, w.rows, 1);
+            let t0 = 2 * i * block;
+            let packed = pack(w, rows, t0..(t0 + 2 * block).min(n));
+            quant::gemm(w.data, w.rows, &packed, 0..packed.n_pairs(), o, w.rows, 1);
         });
         return;
     }
+    let packed = match rows {
+        Rows::Float(x) if n >= 8 => {
+            // Rounding and widening on the pool all the same.
+            let cols = w.cols;
+            let mut half = vec![0f32; n.next_multiple_of(2) * cols];
+            pool.for_each_chunk(&mut half[..n * cols], 4 * cols, |i, dst| {
+                widen_rows(w.ty, cols, &x[i * 4 * cols..][..dst.len()], dst);
+            });
+            quant::pack_widened(w.ty, cols, half, n)
+        }
+        _ => pack(w, rows, 0..n),
+    };
+    let rb = w.row_bytes();
     let rows_per_task = task_rows(w.rows, threads);
     let mut by_row = vec![0f32; w.rows * n];
     pool.for_each_chunk(&mut by_row, rows_per_task * n, |task, chunk| {
         let r0 = task * rows_per_task;
         let nr = chunk.len() / n;
         let rows = &w.data[r0 * rb..(r0 + nr) * rb];
-        quant::gemm(rows, nr, packed, 0..pairs, chunk, 1, n);
+        quant::gemm(rows, nr, &packed, 0..pairs, chunk, 1, n);
     });
     transpose_into(&by_row, n, out, w.rows);
 }
@@ -289,10 +312,10 @@ mod tests {
         v.iter().flat_map(|x| x.to_le_bytes()).collect()
     }
 
-    /// F16 and BF16 batches (activations rounded and widened on the pool, then the tiles)
-    /// give each token the single-row dot product's bits, for every split of the batch.
+    /// Batches through the tiles (packed on the pool, by token blocks or whole) give each
+    /// token the single-row dot product's bits.
     #[test]
-    fn half_batches_match_the_single_row_dot() {
+    fn tiled_batches_match_the_single_row_dot() {
         let (rows, cols) = (21, 96);
         let wf: Vec<f32> = (0..rows * cols)
             .map(|i| ((i * 37 % 101) as f32 - 50.0) / 37.0)
@@ -300,7 +323,15 @@ mod tests {
         let x: Vec<f32> = (0..200 * cols)
             .map(|i| ((i * 53 % 89) as f32 - 44.0) / 13.0)
             .collect();
-        for ty in [GgmlType::F16, GgmlType::BF16] {
+        for ty in [
+            GgmlType::F16,
+            GgmlType::BF16,
+            GgmlType::Q8_0,
+            GgmlType::Q4_0,
+            GgmlType::Q4_1,
+            GgmlType::Q5_0,
+            GgmlType::Q5_1,
+        ] {
             let rb = ty.bytes_for(cols as u64).unwrap() as usize;
             let mut bytes = vec![0u8; rows * rb];
             for (src, dst) in wf.chunks_exact(cols).zip(bytes.chunks_exact_mut(rb)) {
@@ -316,9 +347,10 @@ mod tests {
             for n in [1, 2, 3, 9, 200] {
                 let mut out = vec![0.0; n * rows];
                 matmul(&m, &x[..n * cols], n, &mut out);
-                let mut qa = vec![0u8; rb];
+                let at = ty.vec_dot_type();
+                let mut qa = vec![0u8; at.bytes_for(cols as u64).unwrap() as usize];
                 for t in 0..n {
-                    quant::quantize_row(ty.vec_dot_type(), &x[t * cols..][..cols], &mut qa);
+                    quant::quantize_row(at, &x[t * cols..][..cols], &mut qa);
                     for r in 0..rows {
                         let want = quant::vec_dot(ty, cols, m.row(r), &qa);
                         assert_eq!(

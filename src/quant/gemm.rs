@@ -120,6 +120,16 @@ pub(crate) fn weight_offset(ty: GgmlType) -> i32 {
     }
 }
 
+/// Pair ranges handed to [`gemm`] for weights of `ty` should start at multiples of this (see
+/// [`PackedActs::pair_align`]); a batch packed in parts should be cut there.
+pub fn pair_align(ty: GgmlType) -> usize {
+    if lane_packed(ty) {
+        TOKEN_GROUP / 2
+    } else {
+        1
+    }
+}
+
 /// Whether the kernels in use have a tile kernel for weights of `ty`.
 pub fn has_gemm(ty: GgmlType) -> bool {
     dispatch::kernels().gemm[dispatch::slot(ty)].is_some()

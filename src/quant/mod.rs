@@ -53,7 +53,7 @@ pub use block::{f16_to_f32, f32_to_f16};
 pub use dispatch::kernel_variant;
 pub use gemm::{
     gemm, has_gemm, has_matvec, matvec, min_gemm_tokens, pack_acts, pack_single, pack_widened,
-    round_trip_row, widens_acts, PackedActs,
+    pair_align, round_trip_row, widens_acts, PackedActs,
 };
 pub use types::{GgmlType, QK_K};
 
