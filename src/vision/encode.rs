@@ -9,7 +9,7 @@
 use super::attention::attention;
 use super::clip::{Block, FfnActivation, Head, Linear, Projector};
 use super::layers::{
-    gelu_in_place, gelu_quick_in_place, layer_norm_rows, matmul_f32, silu_in_place,
+    add_rows, gelu_in_place, gelu_quick_in_place, layer_norm_rows, matmul_f32, silu_in_place,
 };
 use super::preprocess::PlanarImage;
 use crate::gguf::GgufFile;
@@ -164,14 +164,6 @@ impl Projector {
 
 /// A RoPE turning the query or key rows of a block in place.
 pub(super) type Rotate<'a> = &'a dyn Fn(&mut [f32]);
-
-fn add_rows(x: &mut [f32], b: &[f32]) {
-    for row in x.chunks_exact_mut(b.len()) {
-        for (v, bv) in row.iter_mut().zip(b) {
-            *v += bv;
-        }
-    }
-}
 
 /// The convolution of `p` stride over `img` (whose sides are whole patches) with `kernel` (`e`
 /// outputs), as a product of each patch (channels, then rows, then columns, as ggml's im2col

@@ -38,6 +38,18 @@ fn layer_norm(row: &mut [f32], w: &[f32], b: &[f32], eps: f32) {
     }
 }
 
+/// `b` added to each `b.len()`-long row of `x` (a bias), rows shared out on the pool.
+pub fn add_rows(x: &mut [f32], b: &[f32]) {
+    let rows_per_task = (PAR_CHUNK / b.len().max(1)).max(1);
+    par_chunks(x, rows_per_task * b.len(), |x| {
+        for row in x.chunks_exact_mut(b.len()) {
+            for (v, bv) in row.iter_mut().zip(b) {
+                *v += bv;
+            }
+        }
+    });
+}
+
 /// Elements per task of the element-wise passes (LayerNorm, the activations): small enough
 /// to share a tower's rows out, large enough that a task outweighs its hand-off.
 const PAR_CHUNK: usize = 16 * 1024;

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use super::attention::attention;
 use super::clip::{FfnActivation, Head, Linear, Lookup, Projector, VisionHparams};
-use super::layers::{gelu_in_place, gelu_quick_in_place, silu_in_place};
+use super::layers::{add_rows, gelu_in_place, gelu_quick_in_place, silu_in_place};
 use super::preprocess::{fit_to_steps, PlanarImage};
 use super::VisionError;
 use crate::gguf::GgufFile;
@@ -402,14 +402,6 @@ fn with_breaks(x: &[f32], brk: &[f32], cols: usize, rows: usize) -> Vec<f32> {
         }
     }
     out
-}
-
-fn add_rows(x: &mut [f32], b: &[f32]) {
-    for row in x.chunks_exact_mut(b.len()) {
-        for (v, bv) in row.iter_mut().zip(b) {
-            *v += bv;
-        }
-    }
 }
 
 #[cfg(test)]
