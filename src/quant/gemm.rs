@@ -284,7 +284,17 @@ pub fn widens_acts(ty: GgmlType) -> bool {
 /// Panics if `ty` does not [`widen_acts`](widens_acts) or the lengths disagree.
 pub fn round_trip_row(ty: GgmlType, src: &[f32], dst: &mut [f32], scratch: &mut Vec<u8>) {
     assert!(widens_acts(ty), "round_trip_row({ty})");
+    assert_eq!(src.len(), dst.len(), "round_trip_row: lengths");
     let at = ty.vec_dot_type();
+    #[cfg(target_arch = "x86_64")]
+    let done = if at == GgmlType::F16 {
+        super::x86::round_trip_f16(src, dst)
+    } else {
+        0
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = 0;
+    let (src, dst) = (&src[done..], &mut dst[done..]);
     scratch.resize(2 * src.len(), 0);
     super::quantize_row(at, src, scratch);
     super::dequantize_row(at, scratch, dst);

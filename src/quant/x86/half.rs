@@ -255,6 +255,28 @@ unsafe fn tile512<H: Half, X: Acts, const R: usize, const T: usize>(
     }
 }
 
+/// `src` rounded to IEEE half (to nearest even, as F16C rounds for ggml) and widened back into
+/// `dst`, eight elements at a time; returns how many were done (the rest, fewer than eight, are
+/// the caller's).
+///
+/// # Safety
+/// The CPU must support AVX2 and F16C.
+#[target_feature(enable = "avx2,f16c")]
+pub(super) unsafe fn round_trip_f16(src: &[f32], dst: &mut [f32]) -> usize {
+    let main = src.len().min(dst.len()) / 8 * 8;
+    for (s, d) in src[..main]
+        .chunks_exact(8)
+        .zip(dst[..main].chunks_exact_mut(8))
+    {
+        // SAFETY: both chunks hold eight f32; the caller guarantees the CPU features.
+        unsafe {
+            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(s.as_ptr()));
+            _mm256_storeu_ps(d.as_mut_ptr(), _mm256_cvtph_ps(h));
+        }
+    }
+    main
+}
+
 /// Which vector width a kernel uses.
 #[derive(Clone, Copy)]
 enum Width {

@@ -35,6 +35,16 @@ fn has_avx512() -> bool {
     crate::cpu::supports(crate::cpu::Isa::Avx512)
 }
 
+/// The first elements of `src` rounded to half and widened back into `dst`, eight at a time,
+/// where this CPU has AVX2 and F16C; returns how many (0 without them).
+pub(super) fn round_trip_f16(src: &[f32], dst: &mut [f32]) -> usize {
+    if !has_avx2() {
+        return 0;
+    }
+    // SAFETY: `has_avx2` also checks F16C.
+    unsafe { half::round_trip_f16(src, dst) }
+}
+
 /// Installs a multi-row kernel `$f::<R>` as both the single-row and the multi-row entry.
 /// Only for use after the features of `$f` were detected.
 macro_rules! install {
