@@ -317,11 +317,8 @@ mod tests {
         }
     }
 
-    /// Weight blocks, token groups and task splits change no dot's order: each is 32 partial
-    /// sums, summed in order, then the tail.
-    #[test]
-    fn matmul_f32_keeps_each_dots_order() {
-        let (rows, k, n) = (40, 1030, 21);
+    /// `matmul_f32` of seeded `rows × k` weights and `n` tokens: (weights, tokens, product).
+    fn f32_product(rows: usize, k: usize, n: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
         let w: Vec<f32> = (0..rows * k)
             .map(|i| ((i * 7) % 13) as f32 * 0.1 - 0.6)
             .collect();
@@ -330,6 +327,15 @@ mod tests {
             .collect();
         let mut out = vec![0f32; n * rows];
         matmul_f32(&w, rows, &x, n, &mut out);
+        (w, x, out)
+    }
+
+    /// Weight blocks, token groups and task splits change no dot's order: each is 32 partial
+    /// sums, summed in order, then the tail.
+    #[test]
+    fn matmul_f32_keeps_each_dots_order() {
+        let (rows, k, n) = (40, 1030, 21);
+        let (w, x, out) = f32_product(rows, k, n);
         for t in 0..n {
             for r in 0..rows {
                 let (a, b) = (&x[t * k..][..k], &w[r * k..][..k]);
@@ -351,14 +357,7 @@ mod tests {
     #[test]
     fn matmul_f32_matches_f64_sums() {
         let (rows, k, n) = (5, 70, 9);
-        let w: Vec<f32> = (0..rows * k)
-            .map(|i| ((i * 7) % 13) as f32 * 0.1 - 0.6)
-            .collect();
-        let x: Vec<f32> = (0..n * k)
-            .map(|i| ((i * 5) % 11) as f32 * 0.1 - 0.5)
-            .collect();
-        let mut out = vec![0f32; n * rows];
-        matmul_f32(&w, rows, &x, n, &mut out);
+        let (w, x, out) = f32_product(rows, k, n);
         for r in 0..n {
             for o in 0..rows {
                 let want: f64 = (0..k)
