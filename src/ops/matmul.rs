@@ -134,7 +134,7 @@ pub fn matmul(w: &QMat, x: &[f32], n: usize, out: &mut [f32]) {
     // `min_gemm_tokens` on: two tokens, except for the AVX-512 K-quant tiles, which pad to
     // sixteen tokens and lose to the multi-row dots below eight.
     if quant::has_gemm(w.ty) && n >= quant::min_gemm_tokens(w.ty) {
-        return tiled(w, Rows::Quantized(&qx, act_row), n, out);
+        return tiled(w, Rows::Quantized(&qx), n, out);
     }
     if n >= MIN_TOKENS_PER_THREAD * threads {
         let block = token_block(n, threads);
@@ -198,8 +198,8 @@ fn regrouped(w: &QMat, x8: &[u8], qx: &[u8], n: usize, out: &mut [f32]) {
 /// Activation rows as the tile kernels' packing starts from them.
 #[derive(Clone, Copy)]
 enum Rows<'a> {
-    /// Quantized to the weight type's partner format, `.1` bytes per row.
-    Quantized(&'a [u8], usize),
+    /// Quantized to the weight type's partner format.
+    Quantized(&'a [u8]),
     /// As they are (F16 and BF16 weights: rounded to the weight format and widened back when
     /// packed).
     Float(&'a [f32]),
@@ -208,14 +208,25 @@ enum Rows<'a> {
 /// Tokens `t` of `rows` packed for the tile kernels of `w`.
 fn pack(w: &QMat, rows: Rows, t: std::ops::Range<usize>) -> quant::PackedActs {
     match rows {
-        Rows::Quantized(qx, rb) => {
+        Rows::Quantized(qx) => {
+            let at = w.ty.vec_dot_type();
+            let rb = at.block_bytes() * (w.cols / at.block_elems());
             quant::pack_acts(w.ty, w.cols, &qx[t.start * rb..t.end * rb], t.len())
         }
         Rows::Float(x) => {
             let cols = w.cols;
             let mut half = vec![0f32; t.len().next_multiple_of(2) * cols];
             let src = &x[t.start * cols..t.end * cols];
-            widen_rows(w.ty, cols, src, &mut half);
+            // Four rows per task; inside a task of the pool's (a token block) this runs on
+            // the task's own thread.
+            let widen = |i: usize, dst: &mut [f32]| {
+                widen_rows(w.ty, cols, &src[i * 4 * cols..][..dst.len()], dst)
+            };
+            if t.len() >= 8 {
+                pool::global().for_each_chunk(&mut half[..t.len() * cols], 4 * cols, widen);
+            } else {
+                widen(0, &mut half[..t.len() * cols]);
+            }
             quant::pack_widened(w.ty, cols, half, t.len())
         }
     }
@@ -253,18 +264,7 @@ fn tiled(w: &QMat, rows: Rows, n: usize, out: &mut [f32]) {
         });
         return;
     }
-    let packed = match rows {
-        Rows::Float(x) if n >= 8 => {
-            // Rounding and widening on the pool all the same.
-            let cols = w.cols;
-            let mut half = vec![0f32; n.next_multiple_of(2) * cols];
-            pool.for_each_chunk(&mut half[..n * cols], 4 * cols, |i, dst| {
-                widen_rows(w.ty, cols, &x[i * 4 * cols..][..dst.len()], dst);
-            });
-            quant::pack_widened(w.ty, cols, half, n)
-        }
-        _ => pack(w, rows, 0..n),
-    };
+    let packed = pack(w, rows, 0..n);
     let rb = w.row_bytes();
     let rows_per_task = task_rows(w.rows, threads);
     let mut by_row = vec![0f32; w.rows * n];
