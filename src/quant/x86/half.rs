@@ -1,19 +1,22 @@
 //! F16 and BF16 weights on x86: the single-row dot product, tile kernels for batches and
 //! matrix-vector kernels for one token, in AVX2 (256-bit) and AVX-512 (512-bit) forms.
 //!
-//! One float order for all of them, ggml's AVX2 `ggml_vec_dot_f16` shape: per 32 elements four
-//! 8-lane FMA accumulators (element `i` in accumulator `i / 8 % 4`, lane `i % 8`), then 8-element
-//! steps into the first accumulator, the four summed as `(a0 + a1) + (a2 + a3)` and reduced by
-//! [`hsum_f32_8`], then the last `n % 8` products added one by one. A 512-bit register holds
-//! accumulators 0 and 1 (or 2 and 3) side by side, so the AVX-512 kernels do the same operations
-//! on the same lanes and give the same bits. Activations arrive already rounded to the weight
-//! format (`quant::gemm` widens them to f32 once per matrix product), so a tile or
+//! Two float orders, chosen by the rows' length, as llama.cpp's AVX2 build chooses: rows whose
+//! length is a multiple of eight take tinyBLAS's order ([`half_lanes8`]: one 8-lane accumulator
+//! per product); other rows take ggml's AVX2 `ggml_vec_dot_f16` shape, kept here: per 32
+//! elements four 8-lane FMA accumulators (element `i` in accumulator `i / 8 % 4`, lane `i % 8`),
+//! then 8-element steps into the first accumulator, the four summed as `(a0 + a1) + (a2 + a3)`
+//! and reduced by [`hsum_f32_8`], then the last `n % 8` products added one by one. A 512-bit
+//! register holds accumulators 0 and 1 (or 2 and 3) side by side, so the AVX-512 kernels do the
+//! same operations on the same lanes and give the same bits. Activations arrive already rounded
+//! to the weight format (`quant::gemm` widens them to f32 once per matrix product), so a tile or
 //! matrix-vector kernel only widens each weight element once for all the tokens it meets.
 
 use std::arch::x86_64::*;
 use std::ops::Range;
 
 use super::common::hsum_f32_8;
+use super::half_lanes8::{self, LANES};
 use crate::quant::gemm::PackedActs;
 
 /// How a 16-bit weight format widens to f32.
@@ -28,8 +31,28 @@ pub(super) trait Half {
     /// # Safety
     /// 32 readable bytes at `p`; the CPU must support AVX-512 F.
     unsafe fn widen16(p: *const u8) -> __m512;
+    /// Eight elements at `lo` in lanes 0-7 and eight at `hi` in lanes 8-15, as f32.
+    ///
+    /// # Safety
+    /// 16 readable bytes at each; the CPU must support AVX-512 F.
+    unsafe fn widen8_pair(lo: *const u8, hi: *const u8) -> __m512;
     /// One element.
     fn widen1(b: [u8; 2]) -> f32;
+}
+
+/// Two 16-byte loads side by side in one 256-bit register.
+///
+/// # Safety
+/// 16 readable bytes at each; the CPU must support AVX2.
+#[inline(always)]
+unsafe fn load_pair(lo: *const u8, hi: *const u8) -> __m256i {
+    // SAFETY: the caller guarantees both loads and AVX2.
+    unsafe {
+        _mm256_inserti128_si256::<1>(
+            _mm256_castsi128_si256(_mm_loadu_si128(lo.cast())),
+            _mm_loadu_si128(hi.cast()),
+        )
+    }
 }
 
 /// IEEE half weights.
@@ -47,6 +70,11 @@ impl Half for F16 {
     unsafe fn widen16(p: *const u8) -> __m512 {
         // SAFETY: the caller guarantees 32 readable bytes and AVX-512 F.
         unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p.cast())) }
+    }
+    #[inline(always)]
+    unsafe fn widen8_pair(lo: *const u8, hi: *const u8) -> __m512 {
+        // SAFETY: the caller guarantees both loads and AVX-512 F.
+        unsafe { _mm512_cvtph_ps(load_pair(lo, hi)) }
     }
     #[inline(always)]
     fn widen1(b: [u8; 2]) -> f32 {
@@ -68,6 +96,14 @@ impl Half for Bf16 {
         // SAFETY: the caller guarantees 32 readable bytes and AVX-512 F.
         unsafe {
             let w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(p.cast()));
+            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(w))
+        }
+    }
+    #[inline(always)]
+    unsafe fn widen8_pair(lo: *const u8, hi: *const u8) -> __m512 {
+        // SAFETY: the caller guarantees both loads and AVX-512 F.
+        unsafe {
+            let w = _mm512_cvtepu16_epi32(load_pair(lo, hi));
             _mm512_castsi512_ps(_mm512_slli_epi32::<16>(w))
         }
     }
@@ -277,11 +313,14 @@ pub(super) unsafe fn round_trip_f16(src: &[f32], dst: &mut [f32]) -> usize {
     main
 }
 
-/// Which vector width a kernel uses.
+/// Which kernel a tile runs: `ggml_vec_dot_f16`'s order in 256-bit or 512-bit vectors, or
+/// tinyBLAS's ([`half_lanes8`], rows whose length is a multiple of eight).
 #[derive(Clone, Copy)]
 enum Width {
     Ymm,
     Zmm,
+    Lanes8,
+    Lanes8Pairs,
 }
 
 /// One tile of `R` rows × `T` tokens in the width given.
@@ -301,6 +340,8 @@ unsafe fn tile<H: Half, X: Acts, const R: usize, const T: usize>(
         match width {
             Width::Ymm => tile256::<H, X, R, T>(w, x, n, out),
             Width::Zmm => tile512::<H, X, R, T>(w, x, n, out),
+            Width::Lanes8 => half_lanes8::tile::<H, X, R, T>(w, x, n, out),
+            Width::Lanes8Pairs => half_lanes8::tile_pairs::<H, X, R, T>(w, x, n, out),
         }
     }
 }
@@ -314,8 +355,13 @@ pub(super) unsafe fn dot<H: Half>(w: &[u8], a: &[u8]) -> f32 {
     let n = w.len().min(a.len()) / 2;
     let x = HalfRow::<H>(a.as_ptr(), std::marker::PhantomData);
     let mut out = [[0f32; 1]; 1];
+    let width = if n.is_multiple_of(LANES) {
+        Width::Lanes8
+    } else {
+        Width::Ymm
+    };
     // SAFETY: both rows hold `n` elements; the caller guarantees the CPU features.
-    unsafe { tile256::<H, _, 1, 1>([w.as_ptr()], [x], n, &mut out) };
+    unsafe { tile::<H, _, 1, 1>(width, [w.as_ptr()], [x], n, &mut out) };
     out[0][0]
 }
 
@@ -336,7 +382,9 @@ pub(super) unsafe fn gemm_avx2<H: Half>(
 ) {
     // SAFETY: the caller guarantees the CPU features.
     unsafe {
-        if acts.n_blocks > K_CHUNK {
+        if acts.n_blocks.is_multiple_of(LANES) {
+            gemm_shape::<H, 4, 3>(Width::Lanes8, w, rows, acts, pairs, out, t_stride, r_stride)
+        } else if acts.n_blocks > K_CHUNK {
             gemm_chunked::<H, 3>(w, rows, acts, pairs, out, t_stride, r_stride)
         } else {
             gemm_shape::<H, 1, 3>(Width::Ymm, w, rows, acts, pairs, out, t_stride, r_stride)
@@ -452,7 +500,7 @@ unsafe fn chunked_group<H: Half, const T: usize>(
 ///
 /// # Safety
 /// The CPU must support AVX-512 F, AVX2, FMA and F16C.
-#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma,f16c")]
 pub(super) unsafe fn gemm_avx512<H: Half>(
     w: &[u8],
     rows: usize,
@@ -463,7 +511,22 @@ pub(super) unsafe fn gemm_avx512<H: Half>(
     r_stride: usize,
 ) {
     // SAFETY: the caller guarantees the CPU features.
-    unsafe { gemm_shape::<H, 3, 4>(Width::Zmm, w, rows, acts, pairs, out, t_stride, r_stride) }
+    unsafe {
+        if acts.n_blocks.is_multiple_of(LANES) {
+            gemm_shape::<H, 6, 6>(
+                Width::Lanes8Pairs,
+                w,
+                rows,
+                acts,
+                pairs,
+                out,
+                t_stride,
+                r_stride,
+            )
+        } else {
+            gemm_shape::<H, 3, 4>(Width::Zmm, w, rows, acts, pairs, out, t_stride, r_stride)
+        }
+    }
 }
 
 /// Weight bytes of one row block: the rows a group of tokens meets one after another, kept in
@@ -575,17 +638,29 @@ unsafe fn tile_put<H: Half, const R: usize, const T: usize>(
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn matvec_avx2<H: Half>(w: &[u8], acts: &PackedActs, out: &mut [f32]) {
     // SAFETY: the caller guarantees the CPU features.
-    unsafe { matvec_rows::<H, 3>(Width::Ymm, w, acts, out) }
+    unsafe {
+        if acts.n_blocks.is_multiple_of(LANES) {
+            matvec_rows::<H, 4>(Width::Lanes8, w, acts, out)
+        } else {
+            matvec_rows::<H, 3>(Width::Ymm, w, acts, out)
+        }
+    }
 }
 
 /// Matrix-vector entry, 512-bit: four rows per step.
 ///
 /// # Safety
 /// The CPU must support AVX-512 F, AVX2, FMA and F16C.
-#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+#[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma,f16c")]
 pub(super) unsafe fn matvec_avx512<H: Half>(w: &[u8], acts: &PackedActs, out: &mut [f32]) {
     // SAFETY: the caller guarantees the CPU features.
-    unsafe { matvec_rows::<H, 4>(Width::Zmm, w, acts, out) }
+    unsafe {
+        if acts.n_blocks.is_multiple_of(LANES) {
+            matvec_rows::<H, 8>(Width::Lanes8Pairs, w, acts, out)
+        } else {
+            matvec_rows::<H, 4>(Width::Zmm, w, acts, out)
+        }
+    }
 }
 
 /// `R` weight rows per step against the one token, the rest one at a time.

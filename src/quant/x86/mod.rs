@@ -7,6 +7,7 @@
 
 mod common;
 mod half;
+mod half_lanes8;
 mod k_quants;
 mod k_quants512;
 mod legacy;
