@@ -29,6 +29,8 @@ mod block;
 mod dispatch;
 mod f16;
 mod gemm;
+#[cfg(test)]
+mod half_order_tests;
 mod q2_k;
 mod q3_k;
 mod q4_0;

@@ -1,11 +1,12 @@
 //! F16 and BF16 weights on NEON: the single-row dot product, tile kernels for batches and
 //! matrix-vector kernels for one token.
 //!
-//! The float order is the x86 one (`x86/half.rs`): per 32 elements four 8-lane FMA
-//! accumulators, each held here as two 4-lane registers, then 8-element steps into the first,
-//! `(a0 + a1) + (a2 + a3)`, the eight lanes summed in x86's `hsum_f32_8` order, and the last
-//! `n % 8` products added one by one. FMA rounds once on both architectures, so every variant
-//! of both gives the same bits.
+//! The float orders are the x86 ones (`x86/half.rs`), each 8-lane accumulator held here as two
+//! 4-lane registers. Rows whose length is a multiple of eight: tinyBLAS's, one accumulator per
+//! product, its eight lanes summed in x86's `hsum_f32_8` order. Other rows: per 32 elements
+//! four accumulators, then 8-element steps into the first, `(a0 + a1) + (a2 + a3)`, the same
+//! sum of lanes, and the last `n % 8` products added one by one. FMA rounds once on both
+//! architectures, so every variant of both gives the same bits.
 
 use std::arch::aarch64::*;
 use std::arch::asm;
@@ -167,6 +168,10 @@ unsafe fn tile<H: Half, X: Acts, const R: usize, const T: usize>(
     n: usize,
     out: &mut [[f32; T]; R],
 ) {
+    if n.is_multiple_of(8) {
+        // SAFETY: forwarded from the caller.
+        return unsafe { tile_lanes8::<H, X, R, T>(w, x, n, out) };
+    }
     // SAFETY (everything below): offsets stay below `n` elements, which the caller guarantees.
     unsafe {
         let zero = [vdupq_n_f32(0.0); 2];
@@ -197,6 +202,40 @@ unsafe fn tile<H: Half, X: Acts, const R: usize, const T: usize>(
                     j += 1;
                 }
                 out[r][t] = s;
+            }
+        }
+    }
+}
+
+/// [`tile`] for rows whose length `n` is a multiple of eight, in tinyBLAS's order: one 8-lane
+/// accumulator per product.
+///
+/// # Safety
+/// As for [`tile`].
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+unsafe fn tile_lanes8<H: Half, X: Acts, const R: usize, const T: usize>(
+    w: [*const u8; R],
+    x: [X; T],
+    n: usize,
+    out: &mut [[f32; T]; R],
+) {
+    // SAFETY (everything below): offsets stay below `n` elements, which the caller guarantees.
+    unsafe {
+        let mut acc = [[[vdupq_n_f32(0.0); 2]; T]; R];
+        let mut i = 0;
+        while i < n {
+            for r in 0..R {
+                let wv = H::widen8(w[r].add(2 * i));
+                for t in 0..T {
+                    acc[r][t] = fma8(acc[r][t], wv, x[t].load8(i));
+                }
+            }
+            i += 8;
+        }
+        for r in 0..R {
+            for t in 0..T {
+                out[r][t] = hsum8(acc[r][t]);
             }
         }
     }
