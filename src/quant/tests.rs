@@ -617,6 +617,7 @@ fn kernel_timing() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1024);
     for ty in [
+        GgmlType::Q8_0,
         GgmlType::Q4K,
         GgmlType::Q5K,
         GgmlType::Q6K,
