@@ -365,8 +365,10 @@ pub(super) unsafe fn dot<H: Half>(w: &[u8], a: &[u8]) -> f32 {
     out[0][0]
 }
 
-/// Tile-kernel entry (see `quant::gemm::gemm` for the contract), 256-bit: tiles of one row ×
-/// three tokens (twelve accumulators of AVX2's sixteen registers; two rows would spill).
+/// Tile-kernel entry (see `quant::gemm::gemm` for the contract), 256-bit. tinyBLAS's order:
+/// tiles of four rows × three tokens (its AVX2 shape; twelve accumulators of sixteen registers;
+/// 3 × 4 and 2 × 6 were no faster). `ggml_vec_dot_f16`'s order: one row × three tokens (four
+/// accumulators per product; two rows would spill).
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
@@ -493,13 +495,15 @@ unsafe fn chunked_group<H: Half, const T: usize>(
     }
 }
 
-/// Tile-kernel entry, 512-bit: tiles of three rows × four tokens (twenty-four accumulator
+/// Tile-kernel entry, 512-bit. tinyBLAS's order: tiles of six rows × six tokens, two rows per
+/// register (eighteen accumulators; 4 × 6 and 8 × 6 were no faster on the gemma3-base vision
+/// tower). `ggml_vec_dot_f16`'s order: three rows × four tokens (twenty-four accumulator
 /// registers of thirty-two; each activation load serves three rows). Measured on Sapphire
 /// Rapids, one thread, 1024 × 2048 F16 weights × 64 tokens: 2.0 ms, against 2.4 for 2 × 4,
 /// 2.6 for 4 × 2 and 2.4 for 2 × 6 (which spills).
 ///
 /// # Safety
-/// The CPU must support AVX-512 F, AVX2, FMA and F16C.
+/// The CPU must support AVX-512 F, VL and DQ, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma,f16c")]
 pub(super) unsafe fn gemm_avx512<H: Half>(
     w: &[u8],
@@ -631,7 +635,8 @@ unsafe fn tile_put<H: Half, const R: usize, const T: usize>(
     }
 }
 
-/// Matrix-vector entry (see `quant::gemm::matvec`), 256-bit: three rows per step.
+/// Matrix-vector entry (see `quant::gemm::matvec`), 256-bit: four rows per step in tinyBLAS's
+/// order, three in `ggml_vec_dot_f16`'s.
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
@@ -647,10 +652,11 @@ pub(super) unsafe fn matvec_avx2<H: Half>(w: &[u8], acts: &PackedActs, out: &mut
     }
 }
 
-/// Matrix-vector entry, 512-bit: four rows per step.
+/// Matrix-vector entry, 512-bit: eight rows per step in tinyBLAS's order (two per register),
+/// four in `ggml_vec_dot_f16`'s.
 ///
 /// # Safety
-/// The CPU must support AVX-512 F, AVX2, FMA and F16C.
+/// The CPU must support AVX-512 F, VL and DQ, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma,f16c")]
 pub(super) unsafe fn matvec_avx512<H: Half>(w: &[u8], acts: &PackedActs, out: &mut [f32]) {
     // SAFETY: the caller guarantees the CPU features.

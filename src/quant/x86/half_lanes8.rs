@@ -73,6 +73,7 @@ pub(super) unsafe fn tile_pairs<H: Half, X: Acts, const R: usize, const T: usize
     }
     debug_assert!(n.is_multiple_of(LANES));
     let pairs = R / 2;
+    // `R` entries because an array length cannot be `R / 2`; the first `pairs` are used.
     let mut acc = [[_mm512_setzero_ps(); T]; R];
     let mut i = 0;
     // SAFETY: offsets stay below `n` elements, which the caller guarantees.
