@@ -58,6 +58,14 @@ pub(super) fn f16(b: [u8; 2]) -> f32 {
     ))
 }
 
+/// The low and high 256-bit halves of a 512-bit register (lanes 0-7 and 8-15).
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) fn halves_512(x: __m512) -> [__m256; 2] {
+    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(x)));
+    [_mm512_castps512_ps256(x), hi]
+}
+
 /// Sum of eight f32 lanes, in ggml's `hsum_float_8` order.
 #[inline]
 #[target_feature(enable = "avx2")]

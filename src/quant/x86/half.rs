@@ -15,7 +15,7 @@
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-use super::common::hsum_f32_8;
+use super::common::{halves_512, hsum_f32_8};
 use super::half_lanes8::{self, LANES};
 use crate::quant::gemm::PackedActs;
 
@@ -279,12 +279,8 @@ unsafe fn tile512<H: Half, X: Acts, const R: usize, const T: usize>(
         for r in 0..R {
             for t in 0..T {
                 let [a01, a23] = acc[r][t];
-                let quarters = [
-                    _mm512_castps512_ps256(a01),
-                    _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a01))),
-                    _mm512_castps512_ps256(a23),
-                    _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a23))),
-                ];
+                let ([a0, a1], [a2, a3]) = (halves_512(a01), halves_512(a23));
+                let quarters = [a0, a1, a2, a3];
                 out[r][t] = finish::<H, X>(quarters, w[r], x[t], i, n);
             }
         }

@@ -5,12 +5,13 @@
 //! tokens needs only one register per product, so tiles can be wider than in `ggml_vec_dot_f16`'s
 //! order (four accumulators per product): each widened weight vector serves more tokens.
 //!
-//! The AVX-512 tables run the same 256-bit operations, with the sixteen more registers AVX-512
-//! VL gives for wider tiles, so both give the same bits.
+//! The AVX-512 tables hold two of these accumulators in one 512-bit register ([`tile_pairs`]:
+//! two weight rows side by side against a token broadcast to both halves), so they do the same
+//! operations on the same lanes and give the AVX2 kernels' bits.
 
 use std::arch::x86_64::*;
 
-use super::common::hsum_f32_8;
+use super::common::{halves_512, hsum_f32_8};
 use super::half::{Acts, Half};
 
 /// Elements per accumulator: rows whose length is a multiple of this take this order.
@@ -90,11 +91,9 @@ pub(super) unsafe fn tile_pairs<H: Half, X: Acts, const R: usize, const T: usize
         }
         for p in 0..pairs {
             for t in 0..T {
-                let a = acc[p][t];
-                out[2 * p][t] = hsum_f32_8(_mm512_castps512_ps256(a));
-                out[2 * p + 1][t] = hsum_f32_8(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(
-                    _mm512_castps_pd(a),
-                )));
+                let [lo, hi] = halves_512(acc[p][t]);
+                out[2 * p][t] = hsum_f32_8(lo);
+                out[2 * p + 1][t] = hsum_f32_8(hi);
             }
         }
     }

@@ -103,8 +103,7 @@ unsafe fn rows4<B: Block32>(w: &[u8], row_bytes: usize, acts: &PackedActs, out: 
         let mut extra = [0f32; 4];
         _mm_storeu_ps(extra.as_mut_ptr(), summs);
         for k in 0..2 {
-            let lo = _mm512_castps512_ps256(acc[k]);
-            let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc[k])));
+            let [lo, hi] = halves_512(acc[k]);
             out[2 * k] = hsum_f32_8(lo) + extra[2 * k];
             out[2 * k + 1] = hsum_f32_8(hi) + extra[2 * k + 1];
         }

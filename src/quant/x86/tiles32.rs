@@ -222,8 +222,7 @@ pub(super) unsafe fn tile<B: Block32, const NR: usize, const NP: usize>(
             let mut extra = [0f32; 8];
             _mm256_storeu_ps(extra.as_mut_ptr(), summs[r]);
             for p in 0..NP {
-                let lo = _mm512_castps512_ps256(acc[r][p]);
-                let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc[r][p])));
+                let [lo, hi] = halves_512(acc[r][p]);
                 put(r, pair0 + p, 0, hsum_f32_8(lo) + extra[2 * p]);
                 put(r, pair0 + p, 1, hsum_f32_8(hi) + extra[2 * p + 1]);
             }
