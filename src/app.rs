@@ -10,6 +10,7 @@ use crate::engine::session::Session;
 use crate::engine::PlacedModel;
 use crate::escapes::process_escapes;
 use crate::gpu::backend::{lines_staying_on_cpu, CudaBackend, WeightsError};
+use crate::gpu::encoder::CudaEncoder;
 use crate::gpu::startup::{probe_for_run, GpuStart};
 use crate::gpu::{line_on_gpu, GpuMode};
 use crate::perplexity::perplexity;
@@ -256,7 +257,7 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
     if cli.bench {
         return crate::bench::run(cli, &loaded, &name, threads);
     }
-    let media = load_media(cli, own, &loaded.model)?;
+    let media = load_media(cli, own, &loaded.model, &gpu)?;
     let prompt = prompt_text(cli)?;
     if cli.tokenize {
         let text = prompt.unwrap_or_default();
@@ -294,15 +295,22 @@ pub fn run(cli: &Cli, own: Option<&Bundle>) -> Result<()> {
     run_generate(cli, &loaded, &text, clock)
 }
 
-/// The projector of `--mmproj` (none with `--no-mmproj`), checked against the model.
-fn load_media(cli: &Cli, own: Option<&Bundle>, model: &PlacedModel) -> Result<Option<Media>> {
+/// The projector of `--mmproj` (none with `--no-mmproj`), checked against the model; its
+/// encoder's matrix products and attention on the GPU the start-up probe found, unless
+/// `--no-mmproj-offload`.
+fn load_media(
+    cli: &Cli,
+    own: Option<&Bundle>,
+    model: &PlacedModel,
+    gpu: &GpuStart,
+) -> Result<Option<Media>> {
     let Some(name) = cli.media.projector() else {
         if let Some(img) = cli.media.image.first() {
             bail!("--image {img}: there is no projector to read it (give --mmproj FILE)");
         }
         return Ok(None);
     };
-    let media = Media::load(name, own).with_context(|| format!("--mmproj {name}"))?;
+    let mut media = Media::load(name, own).with_context(|| format!("--mmproj {name}"))?;
     media
         .check_model(model)
         .with_context(|| format!("--mmproj {name}"))?;
@@ -319,10 +327,19 @@ fn load_media(cli: &Cli, own: Option<&Bundle>, model: &PlacedModel) -> Result<Op
             media.projector.ty.name()
         );
     }
+    if let (GpuStart::Found(opened), true) = (gpu, cli.media.mmproj_offload) {
+        let encoder = CudaEncoder::new(&opened.device);
+        media.projector.set_device(Some(Arc::new(encoder)));
+        eprintln!(
+            "gpu: the image encoder's matrix products and attention run on the {} too",
+            opened.device.info().name
+        );
+    }
     if cli.verbose {
         let p = &media.projector;
+        let place = p.device_name().unwrap_or_else(|| "the CPU".to_string());
         eprintln!(
-            "llamafile: projector {name}: {:?}, {}x{} input, {} tokens per image; the image encoder runs on the CPU",
+            "llamafile: projector {name}: {:?}, {}x{} input, {} tokens per image; the image encoder runs on {place}",
             p.ty, p.hparams.image_size, p.hparams.image_size, p.n_image_tokens()
         );
         if limits {

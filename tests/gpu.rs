@@ -1062,3 +1062,79 @@ fn the_output_head_on_the_device_does_not_soft_cap_again() {
     assert!(blocks_only > 0, "no kernel was launched");
     assert_eq!(with_head, blocks_only + 1, "the head should be one launch");
 }
+
+/// The fake driver's launch count of one `-n 1` LLaVA run with an image, `-ngl 99` and `extra`,
+/// and its stderr.
+fn image_run_launches(dir: &Path, extra: &[&str], tag: &str) -> Option<(usize, String)> {
+    let (text, mmproj) = common::llava::pair()?;
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let pic = tmp.join(format!("gpu-encoder-{}.png", std::process::id()));
+    std::fs::write(&pic, common::llava::picture_png(84, 84)).unwrap();
+    let log = tmp.join(format!("encoder-launches-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let args = [
+        "-m",
+        text.to_str().unwrap(),
+        "--mmproj",
+        mmproj.to_str().unwrap(),
+        "--image",
+        pic.to_str().unwrap(),
+        "-p",
+        "What is this?",
+        "-n",
+        "1",
+        "--temp",
+        "0",
+        "-ngl",
+        "99",
+    ];
+    let out = run(
+        dir,
+        &[("FAKE_CUDA_LOG", log.to_str().unwrap())],
+        &[&args[..], extra].concat(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let n = std::fs::read_to_string(&log).map_or(0, |l| l.lines().count());
+    std::fs::remove_file(&log).ok();
+    std::fs::remove_file(&pic).ok();
+    Some((n, stderr(&out)))
+}
+
+#[test]
+fn the_image_encoder_goes_to_the_gpu_unless_told_not_to() {
+    let Some(dir) = fake_driver("full", &[]) else {
+        return;
+    };
+    let Some((with, err_with)) = image_run_launches(&dir, &[], "on") else {
+        return;
+    };
+    let (without, err_without) =
+        image_run_launches(&dir, &["--no-mmproj-offload"], "off").expect("the pair was made above");
+    let line =
+        "gpu: the image encoder's matrix products and attention run on the Fake GPU 24GB too";
+    assert!(err_with.contains(line), "{err_with}");
+    assert!(!err_without.contains("image encoder"), "{err_without}");
+    // The text model's launches are the same both ways. The encoder's blocks run on the device
+    // as one run: for each, two layer norms, six products, a bias add after each product that
+    // has a bias, the key/value store, attention, the activation and two residual adds; then
+    // the MLP head's two products one at a time (its biases on the CPU). The patch embedding
+    // (588 columns, not whole units of 32) stays on the CPU.
+    let (_, mmproj) = common::llava::pair().unwrap();
+    let file = std::sync::Arc::new(llamafile::gguf::GgufFile::open(&mmproj).unwrap());
+    let biases = |il: usize| {
+        [
+            "attn_q", "attn_k", "attn_v", "attn_out", "ffn_up", "ffn_down",
+        ]
+        .iter()
+        .filter(|t| {
+            let name = format!("v.blk.{il}.{t}.bias");
+            file.tensors().iter().any(|i| i.name == name)
+        })
+        .count()
+    };
+    let proj = llamafile::vision::Projector::load(file.clone()).unwrap();
+    let depth = proj.hparams.blocks_run(proj.ty);
+    let blocks: usize = (0..depth).map(|il| 13 + biases(il)).sum();
+    assert!(blocks > 13 * depth, "the synthetic CLIP has biases");
+    assert_eq!(with - without, blocks + 2, "{with} against {without}");
+}

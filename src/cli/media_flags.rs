@@ -3,7 +3,9 @@
 //! `.args` names one), `--image FILE` (repeatable), `--image-min-tokens`/`--image-max-tokens`
 //! (ignored for fixed-size projectors, as llama.cpp ignores them; refused for SmolVLM's, whose
 //! tiles llama.cpp then cuts another way, not built here). `--audio` is refused: no audio
-//! encoder is built. `--mmproj-offload` and the video flags stay in `model_flags`' table.
+//! encoder is built. `--mmproj-offload`/`--no-mmproj-offload`: the encoder on the GPU found for the
+//! text model, or not (default: on, as llama.cpp). `--mmproj-device` and the video flags stay in
+//! `model_flags`' table.
 
 use clap::Args;
 
@@ -27,6 +29,15 @@ pub struct MediaArgs {
         overrides_with = "mmproj_auto"
     )]
     pub no_mmproj: bool,
+
+    /// Run the image encoder's matrix products and attention on the GPU when one was found for
+    /// the model (the default) (env LLAMA_ARG_MMPROJ_OFFLOAD).
+    #[arg(long = "mmproj-offload", overrides_with = "no_mmproj_offload")]
+    pub mmproj_offload: bool,
+
+    /// Keep the image encoder on the CPU, even with the text model on the GPU.
+    #[arg(long = "no-mmproj-offload", overrides_with = "mmproj_offload")]
+    pub no_mmproj_offload: bool,
 
     /// An image for the prompt (PNG, JPEG, GIF, BMP, WebP); repeat for several. Each goes
     /// where the prompt has <__media__>, or before the text when it has none.
@@ -62,6 +73,14 @@ impl MediaArgs {
         self.mmproj_auto =
             super::table::pair(m, "mmproj_auto", "no_mmproj", "LLAMA_ARG_MMPROJ_AUTO", true)?;
         self.no_mmproj = !self.mmproj_auto;
+        self.mmproj_offload = super::table::pair(
+            m,
+            "mmproj_offload",
+            "no_mmproj_offload",
+            "LLAMA_ARG_MMPROJ_OFFLOAD",
+            true,
+        )?;
+        self.no_mmproj_offload = !self.mmproj_offload;
         self.check()
     }
 

@@ -1,6 +1,6 @@
 //! llama.cpp flags about what is loaded beside the weights of `-m`: downloads (Hugging Face,
 //! Docker, URLs, preset models), control vectors (LoRA adapters are `lora_flags`), metadata and
-//! RoPE overrides, the multimodal flags that do not act (offload, video). A flag that asks for
+//! RoPE overrides, the multimodal flags that do not act (device choice, video). A flag that asks for
 //! something not built is refused in one line naming it; a flag that only tunes it is accepted.
 //! The embedding and infill flags that act are in `embedding_flags`, the multimodal ones
 //! (`--mmproj`, `--image`) in `media_flags`.
@@ -9,8 +9,8 @@ use super::table::{equals, switch, valued, Check, Effect, Flag, Takes};
 
 const DOWNLOADS: &str = "downloading models (pass a local file with -m)";
 const NOTHING_DOWNLOADED: &str = "nothing is ever downloaded";
-const CPU_ENCODER: &str =
-    "the projector's image encoder runs on the CPU (there is no GPU image encoder yet)";
+const ENCODER_DEVICE: &str =
+    "the image encoder runs on the GPU the text model found (unless --no-mmproj-offload), else the CPU";
 const NO_VIDEO: &str = "video and audio input are not built; images are encoded one at a time";
 const SERVER_NORMALIZES: &str =
     "as in llama-server, a request's embd_normalize chooses the normalisation (default 2, Euclidean)";
@@ -240,20 +240,13 @@ pub const FLAGS: &[Flag] = &[
         Some("LLAMA_ARG_MMPROJ_URL"),
         Effect::Refused(DOWNLOADS),
     ),
-    switch(
-        &["mmproj-offload"],
-        &[],
-        Some("LLAMA_ARG_MMPROJ_OFFLOAD"),
-        Effect::NoOp(CPU_ENCODER),
-    ),
-    switch(&["no-mmproj-offload"], &[], None, Effect::NoOp(CPU_ENCODER)),
     valued(
         &["mmproj-device"],
         &["-mmdev"],
         "DEVICE",
         Check::Text,
         Some("MTMD_BACKEND_DEVICE"),
-        Effect::NoOp(CPU_ENCODER),
+        Effect::NoOp(ENCODER_DEVICE),
     ),
     valued(
         &["mtmd-batch-max-tokens"],

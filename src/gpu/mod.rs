@@ -15,6 +15,7 @@
 pub mod backend;
 pub mod device;
 pub mod driver;
+pub mod encoder;
 pub mod error;
 pub mod kernels;
 pub mod nvrtc;

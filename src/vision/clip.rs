@@ -12,7 +12,7 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::VisionError;
+use super::{EncoderDevice, VisionError};
 use crate::gguf::GgufFile;
 use crate::model::Tensor;
 use crate::ops::QMat;
@@ -223,6 +223,8 @@ pub struct Projector {
     pub(super) post_ln: Option<Norm>,
     pub(super) blocks: Vec<Block>,
     pub(super) head: Head,
+    /// Where the matrix products and attention run when not on the CPU.
+    pub(super) device: Option<Arc<dyn EncoderDevice>>,
 }
 
 impl Projector {
@@ -294,6 +296,7 @@ impl Projector {
             post_ln,
             blocks,
             head,
+            device: None,
         })
     }
 

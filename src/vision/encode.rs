@@ -7,15 +7,17 @@
 //! RMS-normalises and projects (`head.rs`); `idefics3` pixel-shuffles and projects.
 
 use super::attention::attention;
-use super::clip::{Block, FfnActivation, Head, Linear, Projector};
+use super::clip::{Block, FfnActivation, Head, Linear, Norm, Projector};
 use super::layers::{
     add_rows, gelu_in_place, gelu_quick_in_place, layer_norm_rows, matmul_f32, silu_in_place,
 };
 use super::preprocess::PlanarImage;
+use super::{BlockRef, EncoderDevice, LinearRef, NormRef, TowerShape};
 use crate::gguf::GgufFile;
 use crate::model::Tensor;
 use crate::ops::{matmul, QMat};
 use crate::quant::GgmlType;
+use std::sync::Arc;
 
 impl Projector {
     /// The image embeddings of `img` (from [`super::preprocess`] for this projector): one row
@@ -62,11 +64,17 @@ impl Projector {
 
         let depth = h.blocks_run(self.ty);
         let mut stack: Vec<Vec<f32>> = Vec::new();
-        for (il, block) in self.blocks[..depth].iter().enumerate() {
+        let mut il = 0;
+        while il < depth {
             if h.feature_layers.contains(&il) {
                 stack.push(x.clone());
             }
-            self.block(block, &mut x, n_pos, None);
+            // The blocks up to the next layer whose input is kept run as one.
+            let end = (il + 1..depth)
+                .find(|j| h.feature_layers.contains(j))
+                .unwrap_or(depth);
+            self.plain_blocks(&self.blocks[il..end], &mut x, n_pos);
+            il = end;
         }
         if let Some(ln) = &self.post_ln {
             layer_norm_rows(&mut x, e, &ln.w, &ln.b, h.eps);
@@ -116,6 +124,45 @@ impl Projector {
         }
     }
 
+    /// `blocks` (LayerNorm ViT blocks without a RoPE) one after another on `x` (`n × n_embd`)
+    /// in place: all on the encoder's device when it takes them, else one by one here.
+    pub(super) fn plain_blocks(&self, blocks: &[Block], x: &mut [f32], n: usize) {
+        if let Some(device) = &self.device {
+            let h = &self.hparams;
+            let shape = TowerShape {
+                n_head: h.n_head,
+                eps: h.eps,
+                act: h.ffn_act,
+            };
+            let refs: Vec<BlockRef> = blocks.iter().map(|b| self.block_ref(b)).collect();
+            if device.blocks(&refs, shape, x, n) {
+                return;
+            }
+        }
+        for b in blocks {
+            self.block(b, x, n, None);
+        }
+    }
+
+    /// `b`'s weights as the encoder's device reads them.
+    fn block_ref<'a>(&'a self, b: &'a Block) -> BlockRef<'a> {
+        let linear = |l: &'a Linear| LinearRef {
+            w: l.w.mat(&self.file),
+            b: l.b.as_deref(),
+        };
+        let norm = |n: &'a Norm| NormRef { w: &n.w, b: &n.b };
+        BlockRef {
+            ln1: norm(&b.ln1),
+            q: linear(&b.q),
+            k: linear(&b.k),
+            v: linear(&b.v),
+            o: linear(&b.o),
+            ln2: norm(&b.ln2),
+            up: linear(&b.up),
+            down: linear(&b.down),
+        }
+    }
+
     /// One LayerNorm ViT block on `x` (`n × n_embd`) in place, the queries and keys turned by
     /// `rotate` where the tower has a RoPE (Qwen2-VL, Llama 4).
     pub(super) fn block(&self, b: &Block, x: &mut [f32], n: usize, rotate: Option<Rotate>) {
@@ -131,7 +178,7 @@ impl Projector {
             rotate(&mut k);
         }
         let scale = 1.0 / ((e / h.n_head) as f32).sqrt();
-        let att = attention(&q, &k, &v, n, h.n_head, scale);
+        let att = self.attend(&q, &k, &v, n, h.n_head, scale);
         let o = self.linear(&b.o, &att, n);
         for (xv, ov) in x.iter_mut().zip(&o) {
             *xv += ov;
@@ -150,15 +197,50 @@ impl Projector {
         }
     }
 
-    /// `x · Wᵀ + b` for `n` rows of `x`.
+    /// `x · Wᵀ + b` for `n` rows of `x`, the product on the encoder's device when it takes it.
     pub(super) fn linear(&self, l: &Linear, x: &[f32], n: usize) -> Vec<f32> {
         let w = l.w.mat(&self.file);
         let mut out = vec![0f32; n * w.rows];
-        matmul(&w, x, n, &mut out);
+        let on_device = self
+            .device
+            .as_ref()
+            .is_some_and(|d| d.matmul(&w, x, n, &mut out));
+        if !on_device {
+            matmul(&w, x, n, &mut out);
+        }
         if let Some(b) = &l.b {
             add_rows(&mut out, b);
         }
         out
+    }
+}
+
+impl Projector {
+    /// Self-attention over all `n` positions ([`attention`]), on the encoder's device when it
+    /// takes it.
+    pub(super) fn attend(
+        &self,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        n: usize,
+        n_head: usize,
+        scale: f32,
+    ) -> Vec<f32> {
+        self.device
+            .as_ref()
+            .and_then(|d| d.attention(q, k, v, n, n_head, scale))
+            .unwrap_or_else(|| attention(q, k, v, n, n_head, scale))
+    }
+
+    /// Runs the matrix products and attention on `device` from now on (`None`: the CPU).
+    pub fn set_device(&mut self, device: Option<Arc<dyn EncoderDevice>>) {
+        self.device = device;
+    }
+
+    /// The device the encoder's heavy steps run on, if not the CPU.
+    pub fn device_name(&self) -> Option<String> {
+        self.device.as_ref().map(|d| d.name())
     }
 }
 

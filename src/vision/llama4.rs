@@ -97,6 +97,7 @@ pub(super) fn load(file: Arc<GgufFile>, hparams: VisionHparams) -> Result<Projec
         post_ln,
         blocks,
         head: Head::Llama4(Box::new(Llama4 { mlp1, mlp2, proj })),
+        device: None,
     })
 }
 

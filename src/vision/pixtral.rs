@@ -13,7 +13,6 @@
 
 use std::sync::Arc;
 
-use super::attention::attention;
 use super::clip::{FfnActivation, Head, Linear, Lookup, Projector, VisionHparams};
 use super::layers::{add_rows, gelu_in_place, gelu_quick_in_place, silu_in_place};
 use super::preprocess::{fit_to_steps, PlanarImage};
@@ -159,6 +158,7 @@ pub(super) fn load(file: Arc<GgufFile>, hparams: VisionHparams) -> Result<Projec
         post_ln: None,
         blocks: Vec::new(),
         head: Head::Pixtral(Box::new(tower)),
+        device: None,
     })
 }
 
@@ -245,7 +245,7 @@ impl Projector {
         let scale = 1.0 / ((e / hp.n_head) as f32).sqrt();
         for b in &t.blocks {
             self.rms_block(b, &mut x, n, &|t| rope.apply(t), &|q, k, v| {
-                attention(q, k, v, n, hp.n_head, scale)
+                self.attend(q, k, v, n, hp.n_head, scale)
             });
         }
         if let Some(ln) = &t.post_ln {

@@ -102,6 +102,7 @@ pub(super) fn load(file: Arc<GgufFile>, hparams: VisionHparams) -> Result<Projec
         post_ln: None,
         blocks: Vec::new(),
         head: Head::Qwen25vl(Box::new(tower)),
+        device: None,
     })
 }
 
@@ -134,7 +135,7 @@ impl Projector {
                 .filter(|_| !(il + 1).is_multiple_of(t.wa_pattern));
             let attend = |q: &[f32], k: &[f32], v: &[f32]| match within {
                 Some(w) => w.attention(q, k, v, unit, hp.n_head, scale),
-                None => attention(q, k, v, n, hp.n_head, scale),
+                None => self.attend(q, k, v, n, hp.n_head, scale),
             };
             self.rms_block(b, &mut x, n, &|r| rope.apply(r, d), &attend);
         }

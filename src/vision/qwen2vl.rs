@@ -145,6 +145,7 @@ pub(super) fn load(file: Arc<GgufFile>, hparams: VisionHparams) -> Result<Projec
             mm0,
             mm2,
         })),
+        device: None,
     })
 }
 

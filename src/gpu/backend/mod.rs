@@ -16,7 +16,10 @@ mod pass;
 mod weights;
 
 pub use cache::CudaCache;
-pub use weights::{kernel_suffix, WeightsError};
+pub use pass::matrix_launch;
+pub use weights::{
+    check_matrix, f32_bytes, f32_from_bytes, kernel_suffix, DeviceMatrix, WeightsError,
+};
 
 use crate::backend::{Backend, BackendError, KvTypes, LayerCache, Pass};
 use crate::gpu::{Device, DeviceBuffer, Kernel};
@@ -25,7 +28,7 @@ use crate::ops::QMat;
 use cache::device_error;
 use std::collections::HashMap;
 use std::ops::Range;
-use weights::{check_matrix, upload_f32, upload_matrix, DeviceMatrix};
+use weights::{upload_f32, upload_matrix};
 
 /// One block's weights on the device.
 struct DeviceLayer {
