@@ -4,18 +4,25 @@
 // an optional sliding window (positions pos - window + 1 ..= pos) and an optional soft-cap of
 // the scores (cap * tanh(dot * (scale / cap)), as src/ops/softcap.rs orders it).
 //
+// With see_until >= 0 every query sees the positions up to see_until instead of up to its own
+// (an image's rows read bidirectionally, Gemma 3; the vision encoder), the window still counted
+// back from its own position.
+//
 // attention(const float* q, const u16* k_cache, const u16* v_cache, float* out, const int* pos,
-//           int n_head, int n_head_kv, int head_dim, float scale, float softcap, int window)
+//           int n_head, int n_head_kv, int head_dim, float scale, float softcap, int window,
+//           int see_until)
 //   grid: (n_head, n_tok, 1)   block: (128, 1, 1)   head_dim <= 256
 //   q, out: n_tok x n_head x head_dim floats; k_cache, v_cache: rows of n_head_kv * head_dim
-//   halves, every row up to max(pos) filled; softcap 0: none; window 0: none
+//   halves, every row up to max(pos, see_until) filled; softcap 0: none; window 0: none;
+//   see_until -1: causal
 #include "common.cuh"
 
 #define CHUNK 128
 
 extern "C" __global__ void attention(const float* q, const u16* k_cache, const u16* v_cache,
                                      float* out, const int* pos, int n_head, int n_head_kv,
-                                     int head_dim, float scale, float softcap, int window) {
+                                     int head_dim, float scale, float softcap, int window,
+                                     int see_until) {
     __shared__ float qs[256];
     __shared__ float probs[CHUNK];
     __shared__ float red[32];
@@ -26,8 +33,9 @@ extern "C" __global__ void attention(const float* q, const u16* k_cache, const u
     for (int d = tid; d < head_dim; d += blockDim.x) qs[d] = qh[d];
     __syncthreads();
 
-    const int last = pos[t];
-    const int first = window > 0 ? max(0, last + 1 - window) : 0;
+    const int own = pos[t];
+    const int last = see_until >= 0 ? see_until : own;
+    const int first = window > 0 ? max(0, own + 1 - window) : 0;
     const float mul = softcap > 0.0f ? scale / softcap : scale;
     float run_max = NEG_INF, run_sum = 0.0f;
     float acc0 = 0.0f, acc1 = 0.0f;  // output dims tid and tid + 128

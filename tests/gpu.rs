@@ -601,12 +601,14 @@ fn noise(seed: u64, n: usize, scale: f32) -> Vec<f32> {
         .collect()
 }
 
-/// The kernels without block-wide synchronisation (RoPE, SwiGLU, GeGLU, soft-cap, the KV
-/// store), built for the host by `tests/data/gpu/host_kernels.cpp` and run one thread at a time,
-/// give the engine's CPU results: bit for bit where both use the same libm (RoPE in both
-/// layouts with frequency factors and an attention factor, GeGLU's f16 table, soft-cap, the f16
+/// The kernels without block-wide synchronisation (RoPE, SwiGLU, GeGLU, the vision encoder's
+/// GELU, quick GELU and SiLU, soft-cap, the KV store), built for the host by
+/// `tests/data/gpu/host_kernels.cpp` and run one thread at a time, give the engine's CPU
+/// results: bit for bit where both use the same libm (RoPE in both layouts with frequency
+/// factors and an attention factor, GeGLU's and both GELUs' f16 tables, soft-cap, the f16
 /// rounding of the cache); SwiGLU within float rounding (the engine uses ggml's approximate
-/// expf). On a GPU, cosf/sinf/expf/tanhf differ from glibc's in the last bits.
+/// expf), SiLU within the same bound. On a GPU, cosf/sinf/expf/tanhf differ from glibc's in the
+/// last bits.
 #[test]
 fn the_elementwise_kernels_compute_what_the_engine_does() {
     use half::f16;
@@ -668,6 +670,53 @@ fn the_elementwise_kernels_compute_what_the_engine_does() {
             }
         }
     }
+    // M-RoPE (rope_multi): Qwen2-VL's sections over 64 rotated dimensions (32 pairs in sections
+    // of 8, 12, 12), tokens at distinct time, height and width positions.
+    {
+        use llamafile::ops::mrope::{cos_sin_multi, Sections};
+        let (heads, hd, nd) = (2usize, 64usize, 64usize);
+        let sections = [8usize, 12, 12, 0];
+        let pos4: [[i64; 4]; 3] = [[0, 0, 0, 0], [5, 3, 7, 0], [900, 31, 2, 0]];
+        let rope = Rope {
+            style: RopeStyle::Neox,
+            n_dims: nd,
+            freq_base: 1_000_000.0,
+            freq_scale: 1.0,
+            freq_factors: None,
+            attn_factor: 1.0,
+            yarn: None,
+        };
+        let x = noise(5, pos4.len() * heads * hd, 2.0);
+        let mut input = le_bytes_f32(&x);
+        let flat: Vec<i32> = pos4.iter().flatten().map(|&p| p as i32).collect();
+        input.extend(le_bytes_i32(&flat));
+        let theta_scale = rope.freq_base.powf(-2.0 / nd as f32);
+        let mut args = vec![
+            "rope_multi".to_string(),
+            pos4.len().to_string(),
+            heads.to_string(),
+            hd.to_string(),
+            nd.to_string(),
+            "1".to_string(),
+            format!("{theta_scale:e}"),
+            format!("{:e}", rope.freq_scale),
+            format!("{:e}", rope.attn_factor),
+        ];
+        args.extend(sections.map(|v| v.to_string()));
+        let got = floats(&run_host(&exe, &args, &input));
+        let mut want = x.clone();
+        for (t, row) in want.chunks_exact_mut(heads * hd).enumerate() {
+            let cs = cos_sin_multi(&rope, nd / 2, Sections::Shared(sections), pos4[t]);
+            rope.apply_with(row, hd, &cs);
+        }
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                g.to_bits() == w.to_bits(),
+                "rope_multi: [{i}] kernel {g}, engine {w}"
+            );
+        }
+    }
     // Activations over values spanning GELU's table range and beyond.
     let n = 1000;
     let gate = noise(11, n, 12.0);
@@ -692,6 +741,39 @@ fn the_elementwise_kernels_compute_what_the_engine_does() {
             (g - w).abs() <= 2e-6 * w.abs().max(1e-3),
             "swiglu [{i}]: kernel {g}, engine {w}"
         );
+    }
+    // The vision encoder's activations in place: values past GELU's ±10 cut-offs and on them,
+    // near 0 (f16 subnormals, signed zeros), and far enough out that expf overflows.
+    let mut x = noise(14, n, 12.0);
+    x[..20].copy_from_slice(&[
+        -10.0, 10.0, -10.001, 9.999, -10.5, 10.5, -30.0, 30.0, -200.0, 200.0, 0.0, -0.0, 1e-8,
+        -1e-8, 3e-5, -6e-8, 0.01, -0.01, 70000.0, -70000.0,
+    ]);
+    type InPlace = fn(&mut [f32]);
+    let activations: [(&str, InPlace); 3] = [
+        ("gelu", llamafile::vision::layers::gelu_in_place),
+        ("gelu_quick", llamafile::vision::layers::gelu_quick_in_place),
+        ("silu", llamafile::vision::layers::silu_in_place),
+    ];
+    for (kernel, engine) in activations {
+        let got = floats(&run_host(
+            &exe,
+            &[kernel.into(), n.to_string()],
+            &le_bytes_f32(&x),
+        ));
+        let mut want = x.clone();
+        engine(&mut want);
+        assert_eq!(got.len(), want.len(), "{kernel}");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            // Both GELUs go through f16 as ggml's tables do: bit for bit. SiLU is f32 expf
+            // in both; within SwiGLU's bound, as on a GPU expf differs in the last bits.
+            let ok = if kernel == "silu" {
+                (g - w).abs() <= 2e-6 * w.abs().max(1e-3)
+            } else {
+                g.to_bits() == w.to_bits()
+            };
+            assert!(ok, "{kernel} [{i}] of {}: kernel {g}, engine {w}", x[i]);
+        }
     }
     let x = noise(13, n, 80.0);
     let args = ["softcap".to_string(), n.to_string(), "30".to_string()];
@@ -806,8 +888,8 @@ fn random_weights(which: usize, rows: usize, cols: usize, seed: u64) -> (Vec<u8>
 /// The kernels that synchronise (warp shuffles, __syncthreads), built for the host by
 /// `tests/data/gpu/host_threads.cpp` with one std::thread per CUDA thread, against the engine:
 /// matrix-vector (1 and 3 tokens) and tiled products (partial 64x64 tiles) for every weight type
-/// against f64 dot products of the engine's dequantized rows; embedding rows, RMS norm and argmax
-/// exactly; attention (GQA, a sliding window, soft-capping, several tokens, several chunks of
+/// against f64 dot products of the engine's dequantized rows; embedding rows, RMS norm, the
+/// vision encoder's LayerNorm and argmax exactly; attention (GQA, a sliding window, soft-capping, several tokens, several chunks of
 /// positions) and softmax against f64.
 #[test]
 fn the_synchronising_kernels_compute_what_the_engine_does() {
@@ -874,6 +956,29 @@ fn the_synchronising_kernels_compute_what_the_engine_does() {
     let mut want = vec![0f32; rows * cols];
     llamafile::ops::norm::rms_norm_rows_into(&x, &w, cols, 1e-5, &mut want);
     assert_eq!(got, want, "rms_norm");
+    // The vision encoder's LayerNorm, exactly the engine's: a short row (half the block idle)
+    // and one not a whole number of block strides. Both sum in f64, in different orders, and
+    // round the mean and variance to f32; the f64 sums differ in their last bits at most, far
+    // below an f32's rounding step, so the f32s agree (as RMS norm's do) and so does the rest,
+    // the same f32 operations in the same order.
+    for cols in [128usize, 1152] {
+        let rows = 3;
+        let x: Vec<f32> = noise(72, rows * cols, 3.0)
+            .iter()
+            .map(|v| v + 0.7)
+            .collect();
+        let w = noise(73, cols, 1.0);
+        let b = noise(74, cols, 0.5);
+        let mut input = le_bytes_f32(&x);
+        input.extend(le_bytes_f32(&w));
+        input.extend(le_bytes_f32(&b));
+        let args = [rows.to_string(), cols.to_string(), "1e-6".to_string()];
+        let args = [&["layer_norm".to_string()][..], &args].concat();
+        let got = floats(&run_host(&exe, &args, &input));
+        let mut want = x.clone();
+        llamafile::vision::layers::layer_norm_rows(&mut want, cols, &w, &b, 1e-6);
+        assert_eq!(got, want, "layer_norm {rows}x{cols}");
+    }
     // Attention: 3 tokens of 4 query heads over 2 kv heads of 64, 300 cached positions (three
     // chunks of 128), with and without a window and a soft-cap.
     let (n_tok, nh, nkv, hd, n_ctx) = (3usize, 4usize, 2usize, 64usize, 300usize);
@@ -890,8 +995,17 @@ fn the_synchronising_kernels_compute_what_the_engine_does() {
         .iter()
         .map(|&v| f16::from_f32(v))
         .collect();
-    let pos = [0i32, 150, 299];
-    for (softcap, window) in [(0.0f32, 0usize), (0.0, 100), (20.0, 0), (20.0, 37)] {
+    let pos = [0i32, 150, 250];
+    // see_until >= 0: every token sees up to it (bidirectional rows), its window still counted
+    // from its own position.
+    for (softcap, window, see_until) in [
+        (0.0f32, 0usize, -1i32),
+        (0.0, 100, -1),
+        (20.0, 0, -1),
+        (20.0, 37, -1),
+        (0.0, 0, 299),
+        (0.0, 100, 299),
+    ] {
         let mut input = le_bytes_f32(&q);
         input.extend(keys.iter().flat_map(|h| h.to_bits().to_le_bytes()));
         input.extend(values.iter().flat_map(|h| h.to_bits().to_le_bytes()));
@@ -900,14 +1014,20 @@ fn the_synchronising_kernels_compute_what_the_engine_does() {
             .into_iter()
             .chain([n_tok, nh, nkv, hd, n_ctx].map(|v| v.to_string()))
             .chain(["0.125".to_string(), softcap.to_string(), window.to_string()])
+            .chain([see_until.to_string()])
             .collect();
         let got = floats(&run_host(&exe, &args, &input));
         for t in 0..n_tok {
-            let p = pos[t] as usize;
+            let own = pos[t] as usize;
             let first = if window > 0 {
-                (p + 1).saturating_sub(window)
+                (own + 1).saturating_sub(window)
             } else {
                 0
+            };
+            let p = if see_until >= 0 {
+                see_until as usize
+            } else {
+                own
             };
             for h in 0..nh {
                 // In f64: the engine's CPU attention mimics ggml's, whose accumulator is f16.
@@ -947,7 +1067,7 @@ fn the_synchronising_kernels_compute_what_the_engine_does() {
                     let a = kernel as f64;
                     assert!(
                         (a - want).abs() <= 1e-5 + 1e-4 * want.abs(),
-                        "attention cap {softcap} window {window} token {t} head {h} dim {d}: kernel {a}, f64 {want}"
+                        "attention cap {softcap} window {window} until {see_until} token {t} head {h} dim {d}: kernel {a}, f64 {want}"
                     );
                 }
             }
@@ -1137,4 +1257,41 @@ fn the_image_encoder_goes_to_the_gpu_unless_told_not_to() {
     let blocks: usize = (0..depth).map(|il| 13 + biases(il)).sum();
     assert!(blocks > 13 * depth, "the synthetic CLIP has biases");
     assert_eq!(with - without, blocks + 2, "{with} against {without}");
+}
+
+#[test]
+fn gemma3_images_read_bidirectionally_run_with_the_blocks_on_the_gpu() {
+    let Some(dir) = fake_driver("full", &[]) else {
+        return;
+    };
+    let Some((text, mmproj)) = common::llava::family_pair("gemma3") else {
+        return;
+    };
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let pic = tmp.join(format!("gpu-gemma3-{}.png", std::process::id()));
+    std::fs::write(&pic, common::llava::picture_png(84, 84)).unwrap();
+    let args = [
+        "-m",
+        text.to_str().unwrap(),
+        "--mmproj",
+        mmproj.to_str().unwrap(),
+        "--image",
+        pic.to_str().unwrap(),
+        "-p",
+        "What is this?",
+        "-n",
+        "1",
+        "--temp",
+        "0",
+        "-ngl",
+        "99",
+    ];
+    // The CUDA backend reads the image's rows bidirectionally (attention's see_until), so the
+    // projector is no longer refused with the blocks there.
+    let out = run(&dir, &[], &args);
+    std::fs::remove_file(&pic).ok();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line = gpu_line(&out);
+    assert!(line.ends_with("layers"), "{line}");
+    assert!(!line.contains(" 0/"), "{line}");
 }

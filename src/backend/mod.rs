@@ -162,6 +162,20 @@ pub trait Backend: Send + Sync {
     /// for them.
     fn layers(&self) -> Range<usize>;
 
+    /// Whether [`Backend::run`] honours [`crate::model::Batch::bidirectional`] (an image's rows
+    /// reading each other both ways, Gemma 3); a backend that does not is kept from such models'
+    /// images.
+    fn reads_bidirectional(&self) -> bool {
+        false
+    }
+
+    /// Whether [`Backend::run`] rotates by [`crate::model::Batch::rope_pos`] (M-RoPE, an
+    /// image's rows at 2-D positions, Qwen2-VL); a backend that does not is kept from such
+    /// models' images.
+    fn reads_mrope(&self) -> bool {
+        false
+    }
+
     /// A fresh cache part of one sequence for `layers` (a prefix of [`Backend::layers`]: all
     /// of them, or fewer for an early-exit draft), with room for `n_ctx` positions, keys and
     /// values stored as `types` says.

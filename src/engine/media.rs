@@ -331,7 +331,7 @@ impl Media {
         let stages = model.placement().stages();
         if let Some(b) = stages
             .iter()
-            .find(|b| !self.layout.causal && b.name() != "cpu")
+            .find(|b| !self.layout.causal && !b.reads_bidirectional())
         {
             return Err(MediaError::NonCausalBackend(b.name().to_string()));
         }
@@ -343,7 +343,7 @@ impl Media {
         }
         if let Some(b) = stages
             .iter()
-            .find(|b| model.config.rope_sections.is_some() && b.name() != "cpu")
+            .find(|b| model.config.rope_sections.is_some() && !b.reads_mrope())
         {
             return Err(MediaError::MropeBackend(b.name().to_string()));
         }

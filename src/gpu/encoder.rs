@@ -8,8 +8,7 @@
 //! matrix goes up once, in its GGUF block layout, the first time it is used (norms and biases
 //! as f32), and the text backend's matrix kernels read it. Attention stores keys and values as
 //! f16 rows (as llama.cpp's CUDA encoder does in its flash attention) and runs the text
-//! backend's attention kernel with every query placed after every key, so that each sees all
-//! of them. A matrix whose type or width has no kernel keeps its step (or its blocks) on the
+//! backend's attention kernel with every query seeing every key (its bidirectional mode). A matrix whose type or width has no kernel keeps its step (or its blocks) on the
 //! CPU; a device failure is said once and every later step runs on the CPU.
 
 use crate::gpu::backend::{check_matrix, f32_bytes, f32_from_bytes, matrix_launch, DeviceMatrix};
@@ -155,7 +154,7 @@ impl CudaEncoder {
     }
 
     /// Multi-head attention of `n` query rows `q` over `n` key and value rows, each seeing all
-    /// of them, into `out`; `s` holds the f16 rows and the positions.
+    /// of them (the kernel's `see_until`), into `out`; `s` holds the f16 rows and positions.
     fn attend(
         &self,
         s: &Scratch,
@@ -195,13 +194,14 @@ impl CudaEncoder {
                 Arg::Ptr(s.k16.ptr()),
                 Arg::Ptr(s.v16.ptr()),
                 Arg::Ptr(out),
-                Arg::Ptr(s.last.ptr()),
+                Arg::Ptr(s.rows.ptr()),
                 Arg::I32(n_head as i32),
                 Arg::I32(n_head as i32),
                 Arg::I32((width / n_head) as i32),
                 Arg::F32(scale),
                 Arg::F32(0.0),
                 Arg::I32(0),
+                Arg::I32(n as i32 - 1),
             ],
         )
     }
@@ -412,24 +412,21 @@ struct Attend {
     scale: f32,
 }
 
-/// Attention's device scratch for `n` rows of `width`: keys and values as f16 rows, each row's
-/// position (`0..n`) and every query's (`n - 1`, after every key).
+/// Attention's device scratch for `n` rows of `width`: keys and values as f16 rows and each
+/// row's position (`0..n`).
 struct Scratch {
     k16: DeviceBuffer,
     v16: DeviceBuffer,
     rows: DeviceBuffer,
-    last: DeviceBuffer,
 }
 
 impl Scratch {
     fn new(dev: &Device, n: usize, width: usize) -> Result<Scratch, GpuError> {
         let rows: Vec<u8> = (0..n as i32).flat_map(|p| p.to_le_bytes()).collect();
-        let last: Vec<u8> = (0..n).flat_map(|_| (n as i32 - 1).to_le_bytes()).collect();
         Ok(Scratch {
             k16: dev.alloc(n * width * 2)?,
             v16: dev.alloc(n * width * 2)?,
             rows: dev.upload(&rows)?,
-            last: dev.upload(&last)?,
         })
     }
 }

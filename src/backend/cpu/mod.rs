@@ -45,6 +45,14 @@ impl Backend for CpuBackend {
         "cpu"
     }
 
+    fn reads_bidirectional(&self) -> bool {
+        true
+    }
+
+    fn reads_mrope(&self) -> bool {
+        true
+    }
+
     fn layers(&self) -> Range<usize> {
         self.layers.clone()
     }

@@ -65,6 +65,7 @@ fn kernel_names(suffixes: &[&str]) -> Vec<String> {
     let mut names: Vec<String> = [
         "rms_norm",
         "rope",
+        "rope_multi",
         "kv_store",
         "attention",
         "swiglu",
@@ -288,6 +289,14 @@ impl CudaBackend {
 impl Backend for CudaBackend {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn reads_bidirectional(&self) -> bool {
+        true
+    }
+
+    fn reads_mrope(&self) -> bool {
+        true
     }
 
     fn layers(&self) -> Range<usize> {

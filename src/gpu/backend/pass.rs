@@ -196,6 +196,20 @@ pub(super) fn run_blocks(
         .flat_map(|&p| (p as i32).to_le_bytes())
         .collect();
     let dpos = l.temp(&pos)?;
+    // M-RoPE: each entry's four position components (time, height, width, extra).
+    let sections = cfg.rope_sections.filter(|_| batch.rope_pos.len() == n);
+    let dpos4 = match sections {
+        Some(_) => {
+            let p4: Vec<u8> = batch
+                .rope_pos
+                .iter()
+                .flat_map(|p| p.map(|c| c as i32))
+                .flat_map(i32::to_le_bytes)
+                .collect();
+            l.temp(&p4)?
+        }
+        None => 0,
+    };
     let dh = l.scratch(n * e)?;
     let dq = l.scratch(n * q_dim)?;
     let dk = l.scratch(n * kv_dim)?;
@@ -227,26 +241,35 @@ pub(super) fn run_blocks(
             };
             let neox = matches!(rope.style, crate::ops::rope::RopeStyle::Neox) as i32;
             for (ptr, heads, dim) in [(dq, cfg.n_head, q_dim), (dk, cfg.n_head_kv, kv_dim)] {
-                l.launch(
-                    "rope",
-                    LaunchShape {
-                        grid: ((end - t) as u32, heads as u32, 1),
-                        block: ((rope.n_dims / 2) as u32, 1, 1),
-                        shared_bytes: 0,
-                    },
-                    &[
-                        Arg::Ptr(ptr + (t * dim) as u64 * f),
-                        Arg::Ptr(dpos + t as u64 * 4),
-                        Arg::I32(heads as i32),
-                        Arg::I32(hd as i32),
-                        Arg::I32(rope.n_dims as i32),
-                        Arg::I32(neox),
-                        Arg::F32(theta_scale),
-                        Arg::F32(rope.freq_scale),
-                        Arg::F32(rope.attn_factor),
-                        Arg::Ptr(factors),
-                    ],
-                )?;
+                let shape = LaunchShape {
+                    grid: ((end - t) as u32, heads as u32, 1),
+                    block: ((rope.n_dims / 2) as u32, 1, 1),
+                    shared_bytes: 0,
+                };
+                let common = [
+                    Arg::I32(heads as i32),
+                    Arg::I32(hd as i32),
+                    Arg::I32(rope.n_dims as i32),
+                    Arg::I32(neox),
+                    Arg::F32(theta_scale),
+                    Arg::F32(rope.freq_scale),
+                    Arg::F32(rope.attn_factor),
+                ];
+                let x = Arg::Ptr(ptr + (t * dim) as u64 * f);
+                match sections {
+                    Some(s) => {
+                        let mut args = vec![x, Arg::Ptr(dpos4 + t as u64 * 16)];
+                        args.extend(common);
+                        args.extend(s.map(|v| Arg::I32(v as i32)));
+                        l.launch("rope_multi", shape, &args)?;
+                    }
+                    None => {
+                        let mut args = vec![x, Arg::Ptr(dpos + t as u64 * 4)];
+                        args.extend(common);
+                        args.push(Arg::Ptr(factors));
+                        l.launch("rope", shape, &args)?;
+                    }
+                }
             }
             if cfg.scale_query {
                 l.elementwise(
@@ -279,6 +302,11 @@ pub(super) fn run_blocks(
         for &(t, end) in &runs {
             let cache = &*caches[batch.seq[t]];
             let (kc, vc) = &cache.rows[il - cache.first_layer()];
+            // A bidirectional batch: every row of the run sees up to the run's last position.
+            let see_until = match batch.bidirectional {
+                true => batch.pos[t..end].iter().max().map_or(-1, |&p| p as i32),
+                false => -1,
+            };
             l.launch(
                 "attention",
                 LaunchShape {
@@ -298,6 +326,7 @@ pub(super) fn run_blocks(
                     Arg::F32(scale),
                     Arg::F32(cfg.attn_softcap.unwrap_or(0.0)),
                     Arg::I32(window as i32),
+                    Arg::I32(see_until),
                 ],
             )?;
         }

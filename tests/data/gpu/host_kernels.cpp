@@ -3,6 +3,7 @@
 // time, so tests/gpu.rs can compare their numbers with the engine's CPU ops without a GPU.
 // Usage: host_kernels KERNEL ARGS... < input floats > output (see each command below).
 #include "common.cuh"
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,7 @@ static Dim3 blockIdx, threadIdx, blockDim, gridDim;
 #include "activation.cu"
 #include "elementwise.cu"
 #include "kv_cache.cu"
+using std::max;
 #include "rope.cu"
 
 // Runs `body` for every thread of every block, one after another.
@@ -65,6 +67,18 @@ int main(int argc, char** argv) {
                  (float)arg(9), ff.empty() ? nullptr : ff.data());
         });
         write(x);
+    } else if (k == "rope_multi" && argc == 14) {
+        // rope_multi N_TOK N_HEADS HEAD_DIM N_DIMS NEOX THETA_SCALE FREQ_SCALE ATTN_FACTOR S0 S1 S2 S3
+        // stdin: x, pos4 (4 i32 per token); stdout: x
+        const int n_tok = (int)arg(2), heads = (int)arg(3), hd = (int)arg(4), nd = (int)arg(5);
+        auto x = read_n<float>((size_t)n_tok * heads * hd);
+        auto pos4 = read_n<int>((size_t)n_tok * 4);
+        launch({(unsigned)n_tok, (unsigned)heads, 1}, {(unsigned)nd / 2, 1, 1}, [&] {
+            rope_multi(x.data(), pos4.data(), heads, hd, nd, (int)arg(6), (float)arg(7),
+                       (float)arg(8), (float)arg(9), (int)arg(10), (int)arg(11), (int)arg(12),
+                       (int)arg(13));
+        });
+        write(x);
     } else if ((k == "swiglu" || k == "geglu") && argc == 3) {
         // swiglu|geglu N; stdin: gate, up; stdout: gate
         const int n = (int)arg(2);
@@ -77,6 +91,19 @@ int main(int argc, char** argv) {
                 geglu(g.data(), u.data(), n);
         });
         write(g);
+    } else if ((k == "gelu" || k == "gelu_quick" || k == "silu") && argc == 3) {
+        // gelu|gelu_quick|silu N; stdin: x; stdout: x
+        const int n = (int)arg(2);
+        auto x = read_n<float>(n);
+        launch({(unsigned)(n + 255) / 256, 1, 1}, {256, 1, 1}, [&] {
+            if (k == "gelu")
+                gelu(x.data(), n);
+            else if (k == "gelu_quick")
+                gelu_quick(x.data(), n);
+            else
+                silu(x.data(), n);
+        });
+        write(x);
     } else if (k == "softcap" && argc == 4) {
         // softcap N CAP; stdin: x; stdout: x
         const int n = (int)arg(2);

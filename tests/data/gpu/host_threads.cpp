@@ -1,8 +1,8 @@
-// Threaded host build of the kernels that synchronise (matvec, matmul, rms_norm, attention,
-// get_rows, argmax, softmax) for tests/gpu.rs: every CUDA thread of a block is a std::thread,
-// __syncthreads a barrier of the block, __shfl_xor_sync an exchange through memory between
-// barriers of the warp. Blocks run one after another. Slow, exact in its semantics, and enough
-// to check the kernels' indexing and arithmetic against the engine without a GPU.
+// Threaded host build of the kernels that synchronise (matvec, matmul, rms_norm, layer_norm,
+// attention, get_rows, argmax, softmax) for tests/gpu.rs: every CUDA thread of a block is a
+// std::thread, __syncthreads a barrier of the block, __shfl_xor_sync an exchange through memory
+// between barriers of the warp. Blocks run one after another. Slow, exact in its semantics, and
+// enough to check the kernels' indexing and arithmetic against the engine without a GPU.
 // Usage: host_threads KERNEL ARGS... < input > output (see each command below).
 #define HOST_THREADS 1
 #include <algorithm>
@@ -143,8 +143,20 @@ int main(int argc, char** argv) {
         write(out);
         return 0;
     }
-    if (k == "attention" && argc == 10) {
-        // attention N_TOK N_HEAD N_HEAD_KV HEAD_DIM N_CTX SCALE SOFTCAP WINDOW
+    if (k == "layer_norm" && argc == 5) {
+        // layer_norm ROWS COLS EPS; stdin: x, w, b; stdout: out
+        const int rows = (int)arg(2), cols = (int)arg(3);
+        auto x = read_n<float>((size_t)rows * cols);
+        auto w = read_n<float>(cols);
+        auto b = read_n<float>(cols);
+        std::vector<float> out(x.size(), NAN);
+        launch({(unsigned)rows, 1, 1}, 256,
+               [&] { layer_norm(x.data(), w.data(), b.data(), out.data(), cols, (float)arg(4)); });
+        write(out);
+        return 0;
+    }
+    if (k == "attention" && argc == 11) {
+        // attention N_TOK N_HEAD N_HEAD_KV HEAD_DIM N_CTX SCALE SOFTCAP WINDOW SEE_UNTIL
         // stdin: q, k cache (u16), v cache (u16), pos (i32); stdout: out
         const int n_tok = (int)arg(2), nh = (int)arg(3), nkv = (int)arg(4), hd = (int)arg(5), n_ctx = (int)arg(6);
         auto q = read_n<float>((size_t)n_tok * nh * hd);
@@ -154,7 +166,7 @@ int main(int argc, char** argv) {
         std::vector<float> out(q.size(), NAN);
         launch({(unsigned)nh, (unsigned)n_tok, 1}, 128, [&] {
             attention(q.data(), kc.data(), vc.data(), out.data(), pos.data(), nh, nkv, hd, (float)arg(7),
-                      (float)arg(8), (int)arg(9));
+                      (float)arg(8), (int)arg(9), (int)arg(10));
         });
         write(out);
         return 0;
