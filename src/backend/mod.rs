@@ -47,6 +47,7 @@
 //! the tests use to prove it (see [`Placement::from_env`]).
 
 mod cpu;
+pub mod encoder;
 mod kv_cache;
 mod placement;
 mod plan;

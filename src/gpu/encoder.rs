@@ -11,10 +11,10 @@
 //! backend's attention kernel with every query seeing every key (its bidirectional mode). A matrix whose type or width has no kernel keeps its step (or its blocks) on the
 //! CPU; a device failure is said once and every later step runs on the CPU.
 
+use crate::backend::encoder::{Activation, BlockRef, EncoderDevice, LinearRef, TowerShape};
 use crate::gpu::backend::{check_matrix, f32_bytes, f32_from_bytes, matrix_launch, DeviceMatrix};
 use crate::gpu::{Arg, Device, DeviceBuffer, GpuError, Kernel, LaunchShape};
 use crate::ops::QMat;
-use crate::vision::{BlockRef, EncoderDevice, FfnActivation, LinearRef, TowerShape};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -327,9 +327,9 @@ impl CudaEncoder {
             )
         };
         let act = match shape.act {
-            FfnActivation::Gelu => "gelu",
-            FfnActivation::GeluQuick => "gelu_quick",
-            FfnActivation::Silu => "silu",
+            Activation::Gelu => "gelu",
+            Activation::GeluQuick => "gelu_quick",
+            Activation::Silu => "silu",
         };
         for (ms, [ln1w, ln1b, ln2w, ln2b]) in &weights {
             let [wq, wk, wv, wo, wup, wdown] = [0, 1, 2, 3, 4, 5].map(|i| &ms[i]);

@@ -12,7 +12,8 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::{EncoderDevice, VisionError};
+use super::VisionError;
+use crate::backend::encoder::EncoderDevice;
 use crate::gguf::GgufFile;
 use crate::model::Tensor;
 use crate::ops::QMat;

@@ -12,7 +12,9 @@ use super::layers::{
     add_rows, gelu_in_place, gelu_quick_in_place, layer_norm_rows, matmul_f32, silu_in_place,
 };
 use super::preprocess::PlanarImage;
-use super::{BlockRef, EncoderDevice, LinearRef, NormRef, TowerShape};
+use crate::backend::encoder::{
+    Activation, BlockRef, EncoderDevice, LinearRef, NormRef, TowerShape,
+};
 use crate::gguf::GgufFile;
 use crate::model::Tensor;
 use crate::ops::{matmul, QMat};
@@ -132,7 +134,11 @@ impl Projector {
             let shape = TowerShape {
                 n_head: h.n_head,
                 eps: h.eps,
-                act: h.ffn_act,
+                act: match h.ffn_act {
+                    FfnActivation::Gelu => Activation::Gelu,
+                    FfnActivation::GeluQuick => Activation::GeluQuick,
+                    FfnActivation::Silu => Activation::Silu,
+                },
             };
             let refs: Vec<BlockRef> = blocks.iter().map(|b| self.block_ref(b)).collect();
             if device.blocks(&refs, shape, x, n) {

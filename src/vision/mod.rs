@@ -7,7 +7,7 @@
 //! 2-D M-RoPE positions) and Qwen2.5-VL's (`qwen2.5vl_merger`: the same with an RMS-norm tower,
 //! a gated FFN and window attention) and Llama 4's (`llama4`: tiles and an overview, a ViT with
 //! a 2-D RoPE, pixel shuffle, an MLP adapter) on the CPU kernels, threaded on the pool; the matrix products and attention on a GPU
-//! where one takes them (`offload.rs`).
+//! where one takes them (the seam `backend::encoder`).
 //!
 //! The pipeline is `image::decode` → `preprocess_tiles` (resize, pad, slice, normalise, as clip
 //! does for the projector type; one input for `mlp` and `gemma3`) → `Projector::encode` on each
@@ -21,7 +21,6 @@ pub mod image;
 pub mod layers;
 mod layout;
 mod llama4;
-mod offload;
 mod pixtral;
 mod preprocess;
 mod qwen25vl;
@@ -31,7 +30,6 @@ pub mod resize;
 pub use clip::{FfnActivation, Projector, ProjectorType, VisionHparams};
 pub use image::{decode, RgbImage};
 pub use layout::{ImageLayout, TileLayout};
-pub use offload::{BlockRef, EncoderDevice, LinearRef, NormRef, TowerShape};
 pub use preprocess::{preprocess, preprocess_tiles, tile_grid, PlanarImage, Tiles};
 
 use crate::gguf::GgufError;

@@ -1,12 +1,21 @@
-//! The seam through which the encoder's heavy steps run on another device: a projector holds an
-//! optional [`EncoderDevice`] (the GPU where the text model is, `--mmproj-offload`), which
-//! takes whole runs of plain ViT blocks, or else single matrix products and full (unmasked)
-//! attention; everything else, and any step the device declines, stays on the CPU code of this
-//! module's siblings. This layer only
-//! defines the seam; the CUDA implementation lives with the GPU backend above it.
+//! The seam through which the vision encoder's heavy steps run on a device: a projector
+//! (`crate::vision`) holds an optional [`EncoderDevice`] (the GPU where the text model is,
+//! `--mmproj-offload`; `crate::gpu::encoder`), which takes whole runs of plain ViT blocks, or
+//! else single matrix products and full (unmasked) attention; everything else, and any step the
+//! device declines, stays on the vision module's CPU code. Here only the contract, in plain
+//! views of the weights (matrices as [`QMat`], norms and biases as slices).
 
-use super::FfnActivation;
 use crate::ops::QMat;
+
+/// The feed-forward activation of a tower's blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// ggml's GELU (tanh form through its f16 table).
+    Gelu,
+    /// `x·σ(1.702x)` through ggml's f16 table.
+    GeluQuick,
+    Silu,
+}
 
 /// A matrix and its optional bias.
 pub struct LinearRef<'a> {
@@ -39,7 +48,7 @@ pub struct BlockRef<'a> {
 pub struct TowerShape {
     pub n_head: usize,
     pub eps: f32,
-    pub act: FfnActivation,
+    pub act: Activation,
 }
 
 /// A device that runs some of the encoder's steps. Each method either computes the whole step
