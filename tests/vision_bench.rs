@@ -23,19 +23,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use common::picture::picture;
+use common::projector::synth;
 use llamafile::gguf::GgufFile;
 use llamafile::vision::{preprocess_tiles, Projector, RgbImage};
-
-fn synth(args: &[&str], out: &Path) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/synth-model.py");
-    let st = Command::new("python3")
-        .arg(script)
-        .args(args)
-        .arg(out)
-        .status()
-        .expect("python3");
-    assert!(st.success(), "tools/synth-model.py {args:?}");
-}
 
 fn png_file(img: &RgbImage, path: &Path) {
     std::fs::write(path, common::projector::png(img)).unwrap();

@@ -12,12 +12,12 @@
 mod common;
 
 use common::picture::picture;
+use common::projector::synth;
 use llamafile::gguf::GgufFile;
 use llamafile::gpu::encoder::CudaEncoder;
 use llamafile::gpu::{GpuMode, GpuOptions};
 use llamafile::vision::{preprocess_tiles, PlanarImage, Projector};
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -32,17 +32,6 @@ fn max_rel_rms(ty: &str) -> f64 {
         "f16" => 2e-3,
         _ => 3e-2,
     }
-}
-
-fn synth(args: &[&str], out: &Path) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/synth-model.py");
-    let st = Command::new("python3")
-        .arg(script)
-        .args(args)
-        .arg(out)
-        .status()
-        .expect("python3");
-    assert!(st.success(), "tools/synth-model.py {args:?}");
 }
 
 /// sqrt(mean((a - b)²)) / sqrt(mean(a²)), and max |a - b|.

@@ -12,7 +12,10 @@
 //! CPU; a device failure is said once and every later step runs on the CPU.
 
 use crate::backend::encoder::{Activation, BlockRef, EncoderDevice, LinearRef, TowerShape};
-use crate::gpu::backend::{check_matrix, f32_bytes, f32_from_bytes, matrix_launch, DeviceMatrix};
+use crate::gpu::backend::{
+    check_matrix, f32_bytes, f32_from_bytes, launch_elementwise, launch_project, shape,
+    DeviceMatrix,
+};
 use crate::gpu::{Arg, Device, DeviceBuffer, GpuError, Kernel, LaunchShape};
 use crate::ops::QMat;
 use std::collections::HashMap;
@@ -110,47 +113,12 @@ impl CudaEncoder {
         y: u64,
         n: usize,
     ) -> Result<(), GpuError> {
-        let (family, shape) = matrix_launch(m.rows, n);
-        self.launch(
-            &format!("{family}_{}", m.suffix),
-            shape,
-            &[
-                Arg::Ptr(m.buf.ptr()),
-                Arg::Ptr(x),
-                Arg::Ptr(y),
-                Arg::I32(m.rows as i32),
-                Arg::I32(m.cols as i32),
-                Arg::I32(n as i32),
-            ],
-        )?;
-        if let Some(b) = bias {
-            self.elementwise(
-                "add_rows",
-                y,
-                n * m.rows,
-                &[Arg::Ptr(b.ptr())],
-                Some(m.rows),
-            )?;
-        }
-        Ok(())
+        launch_project(&|k, sh, a| self.launch(k, sh, a), m, x, y, n, bias)
     }
 
     /// An element-wise kernel over `len` floats at `x`: `(x, extra..., len[, cols])`.
-    fn elementwise(
-        &self,
-        name: &str,
-        x: u64,
-        len: usize,
-        extra: &[Arg],
-        cols: Option<usize>,
-    ) -> Result<(), GpuError> {
-        let mut args = vec![Arg::Ptr(x)];
-        args.extend_from_slice(extra);
-        args.push(Arg::I32(len as i32));
-        if let Some(c) = cols {
-            args.push(Arg::I32(c as i32));
-        }
-        self.launch(name, rows_of(len.div_ceil(256), 256), &args)
+    fn elementwise(&self, name: &str, x: u64, len: usize, extra: &[Arg]) -> Result<(), GpuError> {
+        launch_elementwise(&|k, sh, a| self.launch(k, sh, a), name, x, len, extra, None)
     }
 
     /// Multi-head attention of `n` query rows `q` over `n` key and value rows, each seeing all
@@ -172,7 +140,7 @@ impl CudaEncoder {
         } = at;
         self.launch(
             "kv_store",
-            rows_of(n, 256),
+            shape(n, 256),
             &[
                 Arg::Ptr(k),
                 Arg::Ptr(v),
@@ -262,7 +230,7 @@ impl CudaEncoder {
     fn try_blocks(
         &self,
         blocks: &[BlockRef],
-        shape: TowerShape,
+        tower: TowerShape,
         x: &mut [f32],
         n: usize,
     ) -> Result<bool, GpuError> {
@@ -270,7 +238,7 @@ impl CudaEncoder {
             return Ok(true);
         };
         let e = first.q.w.cols;
-        if !head_fits(e, shape.n_head) || x.len() != n * e {
+        if !head_fits(e, tower.n_head) || x.len() != n * e {
             return Ok(false);
         }
         // Every matrix on the device first: any the kernels do not read keeps the run here.
@@ -308,25 +276,25 @@ impl CudaEncoder {
         let s = Scratch::new(dev, n, e)?;
         let at = Attend {
             n,
-            n_head: shape.n_head,
+            n_head: tower.n_head,
             width: e,
-            scale: 1.0 / ((e / shape.n_head) as f32).sqrt(),
+            scale: 1.0 / ((e / tower.n_head) as f32).sqrt(),
         };
         let norm = |w: &DeviceBuffer, b: &DeviceBuffer| {
             self.launch(
                 "layer_norm",
-                rows_of(n, 256),
+                shape(n, 256),
                 &[
                     Arg::Ptr(xd.ptr()),
                     Arg::Ptr(w.ptr()),
                     Arg::Ptr(b.ptr()),
                     Arg::Ptr(cur.ptr()),
                     Arg::I32(e as i32),
-                    Arg::F32(shape.eps),
+                    Arg::F32(tower.eps),
                 ],
             )
         };
-        let act = match shape.act {
+        let act = match tower.act {
             Activation::Gelu => "gelu",
             Activation::GeluQuick => "gelu_quick",
             Activation::Silu => "silu",
@@ -340,12 +308,12 @@ impl CudaEncoder {
             p(wv, cur.ptr(), v.ptr())?;
             self.attend(&s, q.ptr(), k.ptr(), v.ptr(), att.ptr(), at)?;
             p(wo, att.ptr(), tmp.ptr())?;
-            self.elementwise("add", xd.ptr(), n * e, &[Arg::Ptr(tmp.ptr())], None)?;
+            self.elementwise("add", xd.ptr(), n * e, &[Arg::Ptr(tmp.ptr())])?;
             norm(ln2w, ln2b)?;
             p(wup, cur.ptr(), up.ptr())?;
-            self.elementwise(act, up.ptr(), n * wup.0.rows, &[], None)?;
+            self.elementwise(act, up.ptr(), n * wup.0.rows, &[])?;
             p(wdown, up.ptr(), tmp.ptr())?;
-            self.elementwise("add", xd.ptr(), n * e, &[Arg::Ptr(tmp.ptr())], None)?;
+            self.elementwise("add", xd.ptr(), n * e, &[Arg::Ptr(tmp.ptr())])?;
         }
         read_into(dev, &xd, x)?;
         Ok(true)
@@ -390,11 +358,11 @@ impl EncoderDevice for CudaEncoder {
         self.or_decline(r, None)
     }
 
-    fn blocks(&self, blocks: &[BlockRef], shape: TowerShape, x: &mut [f32], n: usize) -> bool {
+    fn blocks(&self, blocks: &[BlockRef], tower: TowerShape, x: &mut [f32], n: usize) -> bool {
         if self.failed.load(Ordering::Relaxed) || n == 0 {
             return false;
         }
-        let r = self.try_blocks(blocks, shape, x, n);
+        let r = self.try_blocks(blocks, tower, x, n);
         self.or_decline(r, false)
     }
 
@@ -434,15 +402,6 @@ impl Scratch {
 /// Whether `n_head` heads split `width` into heads the attention kernel takes.
 fn head_fits(width: usize, n_head: usize) -> bool {
     n_head > 0 && width.is_multiple_of(n_head) && width / n_head <= MAX_HEAD_DIM
-}
-
-/// A one-dimensional launch of `blocks` blocks of `threads`.
-fn rows_of(blocks: usize, threads: u32) -> LaunchShape {
-    LaunchShape {
-        grid: (blocks as u32, 1, 1),
-        block: (threads, 1, 1),
-        shared_bytes: 0,
-    }
 }
 
 /// `buf`'s first `out.len()` floats into `out`.

@@ -168,3 +168,15 @@ pub fn png(img: &RgbImage) -> Vec<u8> {
         .unwrap();
     out
 }
+
+/// Runs tools/synth-model.py with `args`, writing `out`; panics if it fails.
+pub fn synth(args: &[&str], out: &Path) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/synth-model.py");
+    let st = Command::new("python3")
+        .arg(script)
+        .args(args)
+        .arg(out)
+        .status()
+        .expect("python3");
+    assert!(st.success(), "tools/synth-model.py {args:?}");
+}

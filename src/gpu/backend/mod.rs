@@ -16,7 +16,7 @@ mod pass;
 mod weights;
 
 pub use cache::CudaCache;
-pub use pass::matrix_launch;
+pub use pass::{launch_elementwise, launch_project, matrix_launch, shape};
 pub use weights::{
     check_matrix, f32_bytes, f32_from_bytes, kernel_suffix, DeviceMatrix, WeightsError,
 };

@@ -18,7 +18,7 @@ pub const MATVEC_MAX_TOKENS: usize = 8;
 const ELEMENTWISE: u32 = 256;
 
 /// A one-dimensional launch of `blocks` blocks of `threads`.
-fn shape(blocks: usize, threads: u32) -> LaunchShape {
+pub fn shape(blocks: usize, threads: u32) -> LaunchShape {
     LaunchShape {
         grid: (blocks as u32, 1, 1),
         block: (threads, 1, 1),
@@ -42,6 +42,62 @@ pub fn matrix_launch(rows: usize, n_tok: usize) -> (&'static str, LaunchShape) {
             },
         )
     }
+}
+
+/// Launches a kernel by name (the backend's, the image encoder's).
+pub type Launch<'a> = &'a dyn Fn(&str, LaunchShape, &[Arg]) -> Result<(), GpuError>;
+
+/// `y = x W^T` for `n` rows of `x` (device addresses), plus `bias` on every row: the matrix
+/// kernel for `m`'s type and size ([`matrix_launch`]), then `add_rows`.
+pub fn launch_project(
+    launch: Launch,
+    m: &DeviceMatrix,
+    x: u64,
+    y: u64,
+    n: usize,
+    bias: Option<&DeviceBuffer>,
+) -> Result<(), GpuError> {
+    let (family, sh) = matrix_launch(m.rows, n);
+    let (rows, cols) = (m.rows as i32, m.cols as i32);
+    launch(
+        &format!("{family}_{}", m.suffix),
+        sh,
+        &[
+            Arg::Ptr(m.buf.ptr()),
+            Arg::Ptr(x),
+            Arg::Ptr(y),
+            Arg::I32(rows),
+            Arg::I32(cols),
+            Arg::I32(n as i32),
+        ],
+    )?;
+    if let Some(b) = bias {
+        let extra = [Arg::Ptr(b.ptr())];
+        launch_elementwise(launch, "add_rows", y, n * m.rows, &extra, Some(m.rows))?;
+    }
+    Ok(())
+}
+
+/// An element-wise kernel over `n` floats at `x`: `(x, extra..., n[, cols])`.
+pub fn launch_elementwise(
+    launch: Launch,
+    name: &str,
+    x: u64,
+    n: usize,
+    extra: &[Arg],
+    cols: Option<usize>,
+) -> Result<(), GpuError> {
+    let mut args = vec![Arg::Ptr(x)];
+    args.extend_from_slice(extra);
+    args.push(Arg::I32(n as i32));
+    if let Some(c) = cols {
+        args.push(Arg::I32(c as i32));
+    }
+    launch(
+        name,
+        shape(n.div_ceil(ELEMENTWISE as usize), ELEMENTWISE),
+        &args,
+    )
 }
 
 /// Launches on the backend's device, keeping temporary buffers alive until the pass ends.
@@ -69,30 +125,7 @@ impl Launcher<'_> {
         n: usize,
         bias: Option<&DeviceBuffer>,
     ) -> Result<(), GpuError> {
-        let (family, sh) = matrix_launch(m.rows, n);
-        let (rows, cols) = (m.rows as i32, m.cols as i32);
-        self.launch(
-            &format!("{family}_{}", m.suffix),
-            sh,
-            &[
-                Arg::Ptr(m.buf.ptr()),
-                Arg::Ptr(x),
-                Arg::Ptr(y),
-                Arg::I32(rows),
-                Arg::I32(cols),
-                Arg::I32(n as i32),
-            ],
-        )?;
-        if let Some(b) = bias {
-            self.elementwise(
-                "add_rows",
-                y,
-                n * m.rows,
-                &[Arg::Ptr(b.ptr())],
-                Some(m.rows),
-            )?;
-        }
-        Ok(())
+        launch_project(&|k, sh, a| self.launch(k, sh, a), m, x, y, n, bias)
     }
 
     /// RMS norm of `rows` rows of `cols` from `x` into `out` (may be `x`).
@@ -127,17 +160,7 @@ impl Launcher<'_> {
         extra: &[Arg],
         cols: Option<usize>,
     ) -> Result<(), GpuError> {
-        let mut args = vec![Arg::Ptr(x)];
-        args.extend_from_slice(extra);
-        args.push(Arg::I32(n as i32));
-        if let Some(c) = cols {
-            args.push(Arg::I32(c as i32));
-        }
-        self.launch(
-            name,
-            shape(n.div_ceil(ELEMENTWISE as usize), ELEMENTWISE),
-            &args,
-        )
+        launch_elementwise(&|k, sh, a| self.launch(k, sh, a), name, x, n, extra, cols)
     }
 
     /// A device buffer holding `bytes` that lives until the pass ends.
