@@ -5,7 +5,8 @@
 //
 // matmul_<type>(const u8* w, const float* x, float* y, int rows, int cols, int n_tok)
 //   grid:  (ceil(rows / 64), ceil(n_tok / 64), 1)   block: (256, 1, 1)
-//   w:     rows x cols weights, row-major GGUF blocks of <type> (cols a multiple of the block)
+//   w:     rows x cols weights, row-major GGUF blocks of <type> (cols whole blocks; any cols
+//          for f32 and f16, the last unit partial)
 //   x:     n_tok x cols floats          y: n_tok x rows floats, y[t * rows + r]
 //   shared memory: static, 2 x 64 x 33 floats
 #include "quant.cuh"
@@ -27,13 +28,13 @@ __device__ __forceinline__ void matmul(const u8* w, const float* x, float* y, in
 #pragma unroll
         for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
 
-    const int units = cols / 32;
+    const int units = (cols + 31) / 32;
     for (int u = 0; u < units; u++) {
         if (tid < TILE) {
             const int r = r0 + tid;
             float v[32];
             if (r < rows) {
-                Q<T>::deq32(w + (u64)r * row_bytes, u, v);
+                deq_unit<T>(w + (u64)r * row_bytes, u, cols, v);
             } else {
 #pragma unroll
                 for (int j = 0; j < 32; j++) v[j] = 0.0f;
@@ -46,7 +47,8 @@ __device__ __forceinline__ void matmul(const u8* w, const float* x, float* y, in
         for (int k = 0; k < 8; k++) {
             const int idx = tid + k * 256;
             const int t = idx >> 5, c = idx & 31;
-            xs[t][c] = (t0 + t < n_tok) ? x[(u64)(t0 + t) * cols + u * 32 + c] : 0.0f;
+            xs[t][c] = (t0 + t < n_tok && u * 32 + c < cols) ? x[(u64)(t0 + t) * cols + u * 32 + c]
+                                                             : 0.0f;
         }
         __syncthreads();
 #pragma unroll 8

@@ -5,7 +5,8 @@
 //
 // matvec_<type>(const u8* w, const float* x, float* y, int rows, int cols, int n_tok)
 //   grid:  (ceil(rows / 4), 1, 1)    block: (128, 1, 1)   one warp per weight row
-//   w:     rows x cols weights, row-major, GGUF blocks of <type> (cols a multiple of the block)
+//   w:     rows x cols weights, row-major, GGUF blocks of <type> (cols whole blocks; any cols
+//          for f32 and f16, the last unit partial)
 //   x:     n_tok x cols floats (token-major)
 //   y:     n_tok x rows floats: y[t * rows + r] = sum_c w[r][c] * x[t * cols + c]
 //   n_tok: 1..=8
@@ -23,17 +24,19 @@ __device__ __forceinline__ void matvec(const u8* w, const float* x, float* y, in
     float acc[MATVEC_MAX_TOKENS];
 #pragma unroll
     for (int t = 0; t < MATVEC_MAX_TOKENS; t++) acc[t] = 0.0f;
-    const int units = cols / 32;
+    const int units = (cols + 31) / 32;
     for (int u = lane; u < units; u += 32) {
         float v[32];
-        Q<T>::deq32(row, u, v);
+        deq_unit<T>(row, u, cols, v);
+        const int n = min(32, cols - u * 32);
 #pragma unroll
         for (int t = 0; t < MATVEC_MAX_TOKENS; t++) {
             if (t < n_tok) {
                 const float* xt = x + (u64)t * cols + u * 32;
                 float s = 0.0f;
 #pragma unroll
-                for (int j = 0; j < 32; j++) s = fmaf(v[j], xt[j], s);
+                for (int j = 0; j < 32; j++)
+                    if (j < n) s = fmaf(v[j], xt[j], s);
                 acc[t] += s;
             }
         }

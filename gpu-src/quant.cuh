@@ -3,6 +3,8 @@
 // (a legacy block is one unit, a 256-element k-quant super-block is eight). `Q<T>::deq32(row, u,
 // out)` writes a unit's 32 floats; `Q<T>::row_bytes(cols)` is a row's size. Weight rows are
 // unaligned byte arrays, so every multi-byte field is read bytewise (load_u16/load_f16).
+// Float rows (F32, F16) may end in a partial unit (an image encoder's 4304 columns); the
+// kernels read units through `deq_unit`, which gives the elements past the row's end as 0.
 #pragma once
 #include "common.cuh"
 
@@ -169,3 +171,26 @@ template <> struct Q<W_Q6_K> {
     MACRO(q4_k, W_Q4_K)             \
     MACRO(q5_k, W_Q5_K)             \
     MACRO(q6_k, W_Q6_K)
+
+// Unit u of a row of `cols` elements, the elements past `cols` as 0 (only float rows can end in a
+// partial unit: a quantized row is whole blocks).
+template <int T>
+__device__ __forceinline__ void deq_unit(const u8* row, int u, int cols, float* out) {
+    if constexpr (T == W_F32 || T == W_F16) {
+        const int n = cols - u * 32;
+        if (n < 32) {
+            for (int j = 0; j < 32; j++) {
+                const int c = u * 32 + j;
+                if (j >= n) {
+                    out[j] = 0.0f;
+                } else if (T == W_F32) {
+                    out[j] = ((const float*)row)[c];
+                } else {
+                    out[j] = load_f16(row + 2 * (u64)c);
+                }
+            }
+            return;
+        }
+    }
+    Q<T>::deq32(row, u, out);
+}

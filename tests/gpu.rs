@@ -897,13 +897,19 @@ fn the_synchronising_kernels_compute_what_the_engine_does() {
     let Some(exe) = host_build_threads() else {
         return;
     };
-    for (which, &(_, suffix, _, _)) in LAYOUTS.iter().enumerate() {
-        let cols = 512;
-        for (kernel, rows, n_tok) in [
-            ("matvec", 9usize, 1usize),
-            ("matvec", 9, 3),
-            ("matmul", 70, 67),
-        ] {
+    for (which, &(ty, suffix, _, _)) in LAYOUTS.iter().enumerate() {
+        // Float rows may end in a partial unit of 32 (80 = 2.5 units).
+        let widths: &[usize] = match ty {
+            llamafile::quant::GgmlType::F32 | llamafile::quant::GgmlType::F16 => &[512, 80],
+            _ => &[512],
+        };
+        for (kernel, rows, n_tok, cols) in widths.iter().flat_map(|&c| {
+            [
+                ("matvec", 9usize, 1usize, c),
+                ("matvec", 9, 3, c),
+                ("matmul", 70, 67, c),
+            ]
+        }) {
             let (w, wv) = random_weights(which, rows, cols, 40 + which as u64);
             let x = noise(50 + n_tok as u64, n_tok * cols, 1.0);
             let mut input = w.clone();
@@ -922,7 +928,7 @@ fn the_synchronising_kernels_compute_what_the_engine_does() {
                     let g = got[t * rows + r] as f64;
                     assert!(
                         (g - want).abs() <= 1e-5 * size + 1e-6,
-                        "{kernel}_{suffix} token {t} row {r}: kernel {g}, f64 {want}"
+                        "{kernel}_{suffix} {cols} columns, token {t} row {r}: kernel {g}, f64 {want}"
                     );
                 }
             }
@@ -1237,8 +1243,8 @@ fn the_image_encoder_goes_to_the_gpu_unless_told_not_to() {
     // The text model's launches are the same both ways. The encoder's blocks run on the device
     // as one run: for each, two layer norms, six products, a bias add after each product that
     // has a bias, the key/value store, attention, the activation and two residual adds; then
-    // the MLP head's two products one at a time (its biases on the CPU). The patch embedding
-    // (588 columns, not whole units of 32) stays on the CPU.
+    // the MLP head's two products one at a time (its biases on the CPU). The patch embedding is
+    // its own product, on the CPU.
     let (_, mmproj) = common::llava::pair().unwrap();
     let file = std::sync::Arc::new(llamafile::gguf::GgufFile::open(&mmproj).unwrap());
     let biases = |il: usize| {

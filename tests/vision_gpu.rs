@@ -2,7 +2,8 @@
 //! (tools/synth-model.py, f16 and Q8_0), the test picture encoded on the CPU and with the matrix
 //! products and attention on the GPU ([`CudaEncoder`]) agree within the f16 rounding the GPU's
 //! attention keeps its keys and values in; then the time of the wider `gemma3-base` tower both
-//! ways. Needs an NVIDIA GPU and python3 with the gguf package, so it is ignored by default:
+//! ways; and float matrices whose width is not whole units of 32 (SigLIP so400m's 4304) give the
+//! CPU's products. Needs an NVIDIA GPU and python3 with the gguf package, so it is ignored by default:
 //!
 //! `cargo test --release --test vision_gpu -- --ignored --nocapture`
 //!
@@ -125,4 +126,55 @@ fn the_encoder_on_the_gpu_gives_the_cpus_embeddings() {
     }
     println!("worst relative RMS difference: {worst:.2e}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --ignored"]
+fn float_matrices_of_any_width_multiply_on_the_gpu() {
+    use llamafile::backend::encoder::EncoderDevice;
+    use llamafile::ops::{matmul, QMat};
+    use llamafile::quant::GgmlType;
+    llamafile::pool::init(llamafile::cores::physical_cores());
+    let opened = llamafile::gpu::start(&GpuOptions {
+        mode: GpuMode::Nvidia,
+        main_gpu: 0,
+        recompile: false,
+    })
+    .unwrap_or_else(|e| panic!("no GPU: {e}"));
+    // SigLIP so400m's feed-forward down projection: 4304 columns, 134.5 units of 32.
+    let (rows, cols) = (96usize, 4304usize);
+    let values: Vec<f32> = (0..rows * cols)
+        .map(|i| ((i * 7919 % 1000) as f32 / 1000.0 - 0.5) * 0.1)
+        .collect();
+    for ty in [GgmlType::F32, GgmlType::F16] {
+        let data: Vec<u8> = match ty {
+            GgmlType::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            _ => values
+                .iter()
+                .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+                .collect(),
+        };
+        let m = QMat {
+            ty,
+            rows,
+            cols,
+            data: &data,
+            x8: None,
+        };
+        for n in [1usize, 5, 70] {
+            let x: Vec<f32> = (0..n * cols)
+                .map(|i| (i * 104729 % 997) as f32 / 997.0 - 0.5)
+                .collect();
+            let mut cpu = vec![0f32; n * rows];
+            matmul(&m, &x, n, &mut cpu);
+            let mut gpu = vec![0f32; n * rows];
+            let enc = CudaEncoder::new(&opened.device);
+            assert!(enc.matmul(&m, &x, n, &mut gpu), "{ty:?}: declined");
+            let (rel, max) = difference(&cpu, &gpu);
+            println!("{ty:?} {rows}x{cols}, {n} rows: rel. RMS {rel:.2e}, max {max:.2e}");
+            // The CPU rounds the activations to f16 for F16 weights (ggml's vec_dot_f16).
+            let bound = if ty == GgmlType::F32 { 1e-5 } else { 2e-3 };
+            assert!(rel <= bound, "{ty:?} {n} rows: {rel:.2e}");
+        }
+    }
 }

@@ -8,8 +8,9 @@
 //! matrix goes up once, in its GGUF block layout, the first time it is used (norms and biases
 //! as f32), and the text backend's matrix kernels read it. Attention stores keys and values as
 //! f16 rows (as llama.cpp's CUDA encoder does in its flash attention) and runs the text
-//! backend's attention kernel with every query seeing every key (its bidirectional mode). A matrix whose type or width has no kernel keeps its step (or its blocks) on the
-//! CPU; a device failure is said once and every later step runs on the CPU.
+//! backend's attention kernel with every query seeing every key (its bidirectional mode). A
+//! matrix whose type has no kernel (BF16) keeps its step, or its run of blocks, on the CPU; a
+//! device failure is said once and every later step runs on the CPU.
 
 use crate::backend::encoder::{Activation, BlockRef, EncoderDevice, LinearRef, TowerShape};
 use crate::gpu::backend::{
@@ -116,7 +117,7 @@ impl CudaEncoder {
         launch_project(&|k, sh, a| self.launch(k, sh, a), m, x, y, n, bias)
     }
 
-    /// An element-wise kernel over `len` floats at `x`: `(x, extra..., len[, cols])`.
+    /// An element-wise kernel over `len` floats at `x`: `(x, extra..., len)`.
     fn elementwise(&self, name: &str, x: u64, len: usize, extra: &[Arg]) -> Result<(), GpuError> {
         launch_elementwise(&|k, sh, a| self.launch(k, sh, a), name, x, len, extra, None)
     }

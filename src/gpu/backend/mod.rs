@@ -176,8 +176,8 @@ impl CudaBackend {
 
     /// Whether block `il` of `model` can run on the device, from the file alone (no device is
     /// needed): refused, naming the tensor where there is one, for experts, latent attention, a
-    /// weight type without kernels, or matrix columns not a multiple of 32. What the whole model
-    /// must pass is [`CudaBackend::supports_model`].
+    /// weight type without kernels, or quantized matrix columns not a multiple of 32. What the
+    /// whole model must pass is [`CudaBackend::supports_model`].
     pub fn supports(model: &Model, il: usize) -> Result<(), WeightsError> {
         for (tensor, m) in block_matrices(model, il)? {
             check_matrix(&tensor, &m)?;

@@ -69,7 +69,8 @@ pub fn check_matrix(tensor: &str, m: &QMat) -> Result<&'static str, WeightsError
         tensor: tensor.to_string(),
         ty: m.ty,
     })?;
-    if !m.cols.is_multiple_of(32) {
+    // Float rows may end in a partial unit of 32 (the kernels' deq_unit); quantized ones may not.
+    if !m.cols.is_multiple_of(32) && !matches!(m.ty, GgmlType::F32 | GgmlType::F16) {
         return Err(WeightsError::Columns {
             tensor: tensor.to_string(),
             cols: m.cols,
@@ -156,17 +157,27 @@ mod tests {
                 .to_string(),
             "blk.0.ffn_down.weight is Q3K, which the CUDA kernels do not read"
         );
-        let m = QMat {
-            ty: GgmlType::F32,
-            rows: 1,
-            cols: 40,
-            data: &[],
-            x8: None,
-        };
-        assert!(matches!(
-            check_matrix("t", &m),
-            Err(WeightsError::Columns { cols: 40, .. })
-        ));
+        // Float rows may end in a partial unit of 32; quantized ones may not.
+        for (ty, ok) in [
+            (GgmlType::F32, true),
+            (GgmlType::F16, true),
+            (GgmlType::Q8_0, false),
+        ] {
+            let m = QMat {
+                ty,
+                rows: 1,
+                cols: 40,
+                data: &[],
+                x8: None,
+            };
+            match check_matrix("t", &m) {
+                Ok(_) => assert!(ok, "{ty:?}"),
+                Err(e) => {
+                    assert!(!ok, "{ty:?}: {e}");
+                    assert!(matches!(e, WeightsError::Columns { cols: 40, .. }));
+                }
+            }
+        }
     }
 
     #[test]
