@@ -1189,6 +1189,32 @@ fn the_output_head_on_the_device_does_not_soft_cap_again() {
     assert_eq!(with_head, blocks_only + 1, "the head should be one launch");
 }
 
+/// The arguments of a one-token run of `text` and `mmproj` with the image `pic` and `-ngl 99`.
+fn image_args(text: &Path, mmproj: &Path, pic: &Path) -> Vec<String> {
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    let mut args = vec![
+        "-m".to_string(),
+        path(text),
+        "--mmproj".into(),
+        path(mmproj),
+    ];
+    args.extend(["--image".to_string(), path(pic)]);
+    args.extend(
+        [
+            "-p",
+            "What is this?",
+            "-n",
+            "1",
+            "--temp",
+            "0",
+            "-ngl",
+            "99",
+        ]
+        .map(String::from),
+    );
+    args
+}
+
 /// The fake driver's launch count of one `-n 1` LLaVA run with an image, `-ngl 99` and `extra`,
 /// and its stderr.
 fn image_run_launches(dir: &Path, extra: &[&str], tag: &str) -> Option<(usize, String)> {
@@ -1198,26 +1224,15 @@ fn image_run_launches(dir: &Path, extra: &[&str], tag: &str) -> Option<(usize, S
     std::fs::write(&pic, common::llava::picture_png(84, 84)).unwrap();
     let log = tmp.join(format!("encoder-launches-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_file(&log);
-    let args = [
-        "-m",
-        text.to_str().unwrap(),
-        "--mmproj",
-        mmproj.to_str().unwrap(),
-        "--image",
-        pic.to_str().unwrap(),
-        "-p",
-        "What is this?",
-        "-n",
-        "1",
-        "--temp",
-        "0",
-        "-ngl",
-        "99",
-    ];
+    let args = image_args(&text, &mmproj, &pic);
     let out = run(
         dir,
         &[("FAKE_CUDA_LOG", log.to_str().unwrap())],
-        &[&args[..], extra].concat(),
+        &[
+            &args.iter().map(String::as_str).collect::<Vec<_>>()[..],
+            extra,
+        ]
+        .concat(),
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let n = std::fs::read_to_string(&log).map_or(0, |l| l.lines().count());
@@ -1240,6 +1255,13 @@ fn the_image_encoder_goes_to_the_gpu_unless_told_not_to() {
         "gpu: the image encoder's matrix products and attention run on the Fake GPU 24GB too";
     assert!(err_with.contains(line), "{err_with}");
     assert!(!err_without.contains("image encoder"), "{err_without}");
+    // With no blocks on the GPU but a GPU asked for, the encoder alone goes there (llama.cpp
+    // offloads the projector whatever -ngl says).
+    let (alone, err_alone) = image_run_launches(&dir, &["-ngl", "0", "--gpu", "nvidia"], "alone")
+        .expect("the pair was made above");
+    assert!(err_alone.contains(line), "{err_alone}");
+    assert!(err_alone.contains(", 0/"), "{err_alone}");
+    assert_eq!(alone, with - without, "the encoder's launches alone");
     // The text model's launches are the same both ways. The encoder's blocks run on the device
     // as one run: for each, two layer norms, six products, a bias add after each product that
     // has a bias, the key/value store, attention, the activation and two residual adds; then
@@ -1276,24 +1298,10 @@ fn gemma3_images_read_bidirectionally_run_with_the_blocks_on_the_gpu() {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let pic = tmp.join(format!("gpu-gemma3-{}.png", std::process::id()));
     std::fs::write(&pic, common::llava::picture_png(84, 84)).unwrap();
-    let args = [
-        "-m",
-        text.to_str().unwrap(),
-        "--mmproj",
-        mmproj.to_str().unwrap(),
-        "--image",
-        pic.to_str().unwrap(),
-        "-p",
-        "What is this?",
-        "-n",
-        "1",
-        "--temp",
-        "0",
-        "-ngl",
-        "99",
-    ];
+    let args = image_args(&text, &mmproj, &pic);
     // The CUDA backend reads the image's rows bidirectionally (attention's see_until), so the
     // projector is no longer refused with the blocks there.
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = run(&dir, &[], &args);
     std::fs::remove_file(&pic).ok();
     assert!(out.status.success(), "{}", stderr(&out));
