@@ -170,9 +170,52 @@ w.write_header_to_file()
 w.write_kv_data_to_file()
 w.write_tensors_to_file()
 w.close()
+# A tiny MiniCPM-V projector (4-pixel inputs of 2x2 patches, width 4, the 70x70 position table,
+# a resampler of 2 queries in one head of 128): the target's 5x3 image is sliced, which reaches
+# the slice plan, inputs of their own sizes and the resampler.
+w = GGUFWriter(os.path.join(root, "tiny-minicpmv-mmproj.gguf"), "clip")
+w.add_bool("clip.has_vision_encoder", True)
+w.add_string("clip.projector_type", "resampler")
+w.add_int32("clip.minicpmv_version", 3)
+w.add_uint32("clip.minicpmv_query_num", 2)
+w.add_bool("clip.use_gelu", True)
+for k, v in [("image_size", 4), ("patch_size", 2), ("embedding_length", 4),
+             ("feed_forward_length", 8), ("attention.head_count", 1), ("block_count", 1)]:
+    w.add_uint32("clip.vision." + k, v)
+w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
+w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+t("v.patch_embd.weight", 4, 3, 2, 2)
+t("v.patch_embd.bias", 4)
+w.add_tensor("v.position_embd.weight", (rng.standard_normal((4900, 4)) * 0.5).astype(np.float16))
+t("v.post_ln.weight", 4)
+t("v.post_ln.bias", 4)
+for p in ("attn_q", "attn_k", "attn_v", "attn_out"):
+    t(f"v.blk.0.{p}.weight", 4, 4)
+    t(f"v.blk.0.{p}.bias", 4)
+for p in ("ln1", "ln2"):
+    t(f"v.blk.0.{p}.weight", 4)
+    t(f"v.blk.0.{p}.bias", 4)
+t("v.blk.0.ffn_up.weight", 8, 4)
+t("v.blk.0.ffn_down.weight", 4, 8)
+t("resampler.query", 2, 128)
+t("resampler.kv.weight", 128, 4)
+for ln in ("q", "kv", "post"):
+    t(f"resampler.ln_{ln}.weight", 128)
+    t(f"resampler.ln_{ln}.bias", 128)
+for p in ("q", "k", "v", "out"):
+    t(f"resampler.attn.{p}.weight", 128, 128)
+    t(f"resampler.attn.{p}.bias", 128)
+t("resampler.proj.weight", 128, 128)
+t("resampler.pos_embed_k", 1, 128)
+w.write_header_to_file()
+w.write_kv_data_to_file()
+w.write_tensors_to_file()
+w.close()
 PYEOF
 seed mmproj tiny <"$seeds/tiny-mmproj.gguf"
 seed mmproj tiny-llama4 <"$seeds/tiny-llama4-mmproj.gguf"
+seed mmproj tiny-minicpmv <"$seeds/tiny-minicpmv-mmproj.gguf"
 seed args example <.args.example
 printf -- '-m\nmodel.gguf\n--temp 0.7\n"quoted arg"\n...\n' | seed args quoted
 zipalign_bin=target/release/zipalign

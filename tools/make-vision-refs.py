@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
 """Regenerates llama.cpp's image embeddings of the synthetic SigLIP projectors for
 tests/vision_siglip.rs, of the Pixtral ones for tests/vision_pixtral.rs, of the Qwen2-VL, Qwen2.5-VL
-and Llama 4 ones for tests/vision_qwen2vl.rs, vision_qwen25vl.rs and vision_llama4.rs, and
-llama-mtmd-cli's greedy text after images on the synthetic Gemma 3, SmolVLM, Pixtral, Qwen2-VL,
-Qwen2.5-VL and Llama 4 pairs for tests/vision_llama_cpp.rs (tests/data/vision/README.md
+and Llama 4 ones for tests/vision_qwen2vl.rs, vision_qwen25vl.rs and vision_llama4.rs, of the
+MiniCPM-V ones for tests/vision_minicpmv.rs, and llama-mtmd-cli's greedy text after images on
+the synthetic Gemma 3, SmolVLM, Pixtral, Qwen2-VL, Qwen2.5-VL, Llama 4 and MiniCPM-V pairs for tests/vision_llama_cpp.rs (tests/data/vision/README.md
 describes the files).
 
     tools/make-vision-refs.py [--bin DIR] [--out DIR] [--vocab-from SMOLLM2.gguf] [--only FAMILY...]
 
 --only remakes the named families' files and greedy cases, keeping the others' as they are.
 
-For each projector (`tools/synth-model.py --mmproj gemma3|smolvlm|pixtral|mistral3|qwen2vl|qwen25vl|llama4 f16|q8_0`)
+For each projector (`tools/synth-model.py --mmproj gemma3|smolvlm|pixtral|mistral3|qwen2vl|qwen25vl|llama4|minicpmv f16|q8_0`)
 and test picture (the tests' `picture(W, H)`, as a PNG), runs `llama-mtmd-cli` (from --bin, default
 ~/.cache/llama-cpp-ref/bin) with the family's synthetic text model, 2 threads, flash attention
 off, and its `MTMD_DEBUG_EMBEDDINGS` hook pointed at a pipe: the hook writes
@@ -51,6 +51,9 @@ CASES = {
     # 112-pixel tiles: 84×84 is the overview alone, 130×50 2×1 tiles and 250×180 3×2, each then
     # the overview.
     "llama4": [(84, 84), (130, 50), (250, 180)],
+    # MiniCPM-V, 112-pixel inputs: 84×84 is the overview alone (stretched to 112×112); 130×50
+    # the overview (126×56) and 2×1 slices of 126×98; 250×180 the overview (126×98) and 2×2.
+    "minicpmv": [(84, 84), (130, 50), (250, 180)],
 }
 
 
@@ -93,6 +96,11 @@ GREEDY = [
     ("llama4", "llama4", "What do you see?", [(250, 180)]),
     ("llama4", "llama4", "Look: <__media__> What is it?", [(130, 50)]),
     ("llama4", "llama4", "Compare them.", [(84, 84), (130, 50)]),
+    ("minicpmv", "chatml", "Describe.", [(250, 180)]),
+    ("minicpmv", "chatml", "Look: <__media__> What is it?", [(130, 50)]),
+    # MiniCPM-V: "Compare them." after the 84×84 and 250×180 pictures prints half of a UTF-8
+    # character, so not a case.
+    ("minicpmv", "chatml", "Compare them.", [(84, 84), (130, 50)]),
 ]
 
 
@@ -104,10 +112,12 @@ def run_greedy(binary, text, mmproj, pngs, prompt, template):
     cmd += ["-p", prompt, "-n", "12", "--temp", "0", "-t", "2", "-fa", "off",
             "--chat-template", template]
     env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(binary))
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    # Bytes, decoded here: text mode would turn a printed "\r\n" into "\n".
+    proc = subprocess.run(cmd, env=env, capture_output=True)
     if proc.returncode != 0:
-        sys.exit(f"make-vision-refs: {' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
-    return proc.stdout.strip("\n")
+        err = proc.stderr.decode("utf-8", "replace")
+        sys.exit(f"make-vision-refs: {' '.join(cmd)} failed:\n{err[-2000:]}")
+    return proc.stdout.decode("utf-8").strip("\n")
 
 
 def sha256(path):

@@ -12,7 +12,7 @@ the SHA-256 recorded with the reference logits).
     tools/synth-model.py FAMILY TYPE OUT.gguf [--vocab-from SMOLLM2.gguf]
     tools/synth-model.py --mmproj FAMILY TYPE OUT.gguf   (a vision projector: llava, gemma3,
                                                           smolvlm, pixtral, mistral3, qwen2vl,
-                                                          qwen25vl, llama4)
+                                                          qwen25vl, llama4, minicpmv)
     tools/synth-model.py --lora NAME FAMILY f16 OUT.gguf   (a LoRA adapter for FAMILY's model:
                                                           see LORAS)
     tools/synth-model.py --list
@@ -196,6 +196,17 @@ FAMILIES = {
                    mmproj=dict(type="llama4", image_size=112, patch_size=14, n_embd=128,
                                n_head=4, n_ff=320, n_layer=3, eps=1e-5, scale_factor=2,
                                adapter=[256, 192])),
+    # MiniCPM-V 2.6's text side (a qwen2 with Q/K/V biases, its image and slice markers added to
+    # the vocabulary) for the synthetic `resampler` projector (clip.minicpmv_version 3): 112-pixel
+    # inputs of 14-pixel patches, SigLIP with the 70x70 bucketed position table, a resampler of 16
+    # queries in two heads of 128 (the text model's 256); images larger than 112 pixels sliced
+    # into up to 9 cells plus the overview.
+    "minicpmv": dict(arch="qwen2", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
+                     n_layer=2, rope_base=1000000.0, output=True, qkv_bias=True,
+                     extra_tokens=["<image>", "</image>", "<slice>", "</slice>"],
+                     mmproj=dict(type="resampler", image_size=112, patch_size=14, n_embd=128,
+                                 n_head=4, n_ff=320, n_layer=3, eps=1e-6, version=3,
+                                 query_num=16)),
     # BERT encoders (bge-small/MiniLM style: learned positions, token types, post-norms, GELU),
     # with their own small WordPiece vocabulary (BERT_WORDS; --vocab-from is not read): `bert`
     # an embedding model (mean pooling), `bert-rerank` a bge-reranker-style cross-encoder (rank
@@ -642,6 +653,9 @@ def build_mmproj(family, wtype, out_path):
     if ty == "llama4":
         build_llama4_mmproj(family, wtype, out_path)
         return
+    if ty == "resampler":
+        build_minicpmv_mmproj(family, wtype, out_path)
+        return
     siglip = ty in ("gemma3", "idefics3")
     e, ff, ps, size = v["n_embd"], v["n_ff"], v["patch_size"], v["image_size"]
     n_text = p["n_embd"]
@@ -977,6 +991,93 @@ def build_llama4_mmproj(family, wtype, out_path):
     mat("mm.model.mlp.1.weight", n1, e * s * s)
     mat("mm.model.mlp.2.weight", n2, n1)
     mat("mm.model.fc.weight", n_text, n2)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(tmp, out_path)
+
+
+def build_minicpmv_mmproj(family, wtype, out_path):
+    """FAMILY's `resampler` projector as llama.cpp's MiniCPM-V converter writes it: the version
+    and query count (`clip.minicpmv_version`, `clip.minicpmv_query_num`), SigLIP (the patch
+    kernel always f16, a patch bias, the 70x70 position table, LayerNorm blocks with biases and
+    GELU, a post-norm), and the resampler: the learned queries `resampler.query` (f32),
+    `resampler.kv` (no bias), LayerNorms `ln_q`, `ln_kv`, `ln_post`, attention `q`, `k`, `v`,
+    `out` with biases, `resampler.proj` (no bias) and the 70x70 sine-cosine table
+    `resampler.pos_embed_k` (f32; llama.cpp loads it and computes positions instead). 2-D
+    `.weight` tensors f16 or Q8_0 (the position table f16 either way), the rest f32."""
+    p = FAMILIES[family]
+    v = p["mmproj"]
+    e, ff, ps, size = v["n_embd"], v["n_ff"], v["patch_size"], v["image_size"]
+    d, nq, grid = p["n_embd"], v["query_num"], 70
+    seed = sum(ord(c) * 131 ** i for i, c in enumerate(family + "/mmproj")) & ((1 << 63) - 1)
+    rng = SplitMix64(seed)
+    tmp = f"{out_path}.tmp{os.getpid()}"
+    w = gguf.GGUFWriter(tmp, "clip")
+    w.add_name("tiny synthetic projector")
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.has_text_encoder", False)
+    w.add_bool("clip.has_minicpmv_projector", True)
+    w.add_string("clip.projector_type", "resampler")
+    w.add_int32("clip.minicpmv_version", v["version"])
+    w.add_uint32("clip.minicpmv_query_num", nq)
+    w.add_bool("clip.use_gelu", True)
+    w.add_uint32("clip.vision.image_size", size)
+    w.add_uint32("clip.vision.patch_size", ps)
+    w.add_uint32("clip.vision.embedding_length", e)
+    w.add_uint32("clip.vision.feed_forward_length", ff)
+    w.add_uint32("clip.vision.projection_dim", 0)  # as the converter writes it
+    w.add_uint32("clip.vision.attention.head_count", v["n_head"])
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", v["eps"])
+    w.add_uint32("clip.vision.block_count", v["n_layer"])
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if wtype == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
+
+    def values(n, amp, centre=0.0):
+        return rng.uniform(n) * np.float32(amp) + np.float32(centre)
+
+    def mat(name, rows, cols):
+        x = values(rows * cols, 1.0 / np.sqrt(cols)).reshape(rows, cols)
+        if wtype == "f16":
+            w.add_tensor(name, x.astype(np.float16))
+        else:
+            w.add_tensor(name, quantize_q8_0(x), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
+    def vec(name, n, amp, centre=0.0):
+        w.add_tensor(name, values(n, amp, centre))
+
+    kernel = values(e * 3 * ps * ps, 1.0 / np.sqrt(3 * ps * ps)).reshape(e, 3, ps, ps)
+    w.add_tensor("v.patch_embd.weight", kernel.astype(np.float16))
+    vec("v.patch_embd.bias", e, 0.1)
+    pos = values(grid * grid * e, 0.5).reshape(grid * grid, e)
+    w.add_tensor("v.position_embd.weight", pos.astype(np.float16))
+    for il in range(v["n_layer"]):
+        b = f"v.blk.{il}."
+        for part in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            mat(b + part + ".weight", e, e)
+            vec(b + part + ".bias", e, 0.1)
+        for ln in ("ln1", "ln2"):
+            vec(b + ln + ".weight", e, 0.2, 1.0)
+            vec(b + ln + ".bias", e, 0.2)
+        mat(b + "ffn_up.weight", ff, e)
+        vec(b + "ffn_up.bias", ff, 0.1)
+        mat(b + "ffn_down.weight", e, ff)
+        vec(b + "ffn_down.bias", e, 0.1)
+    vec("v.post_ln.weight", e, 0.2, 1.0)
+    vec("v.post_ln.bias", e, 0.2)
+    w.add_tensor("resampler.query", values(nq * d, 1.0).reshape(nq, d))
+    mat("resampler.kv.weight", d, e)
+    for ln in ("q", "kv", "post"):
+        vec(f"resampler.ln_{ln}.weight", d, 0.2, 1.0)
+        vec(f"resampler.ln_{ln}.bias", d, 0.2)
+    for part in ("q", "k", "v", "out"):
+        mat(f"resampler.attn.{part}.weight", d, d)
+        vec(f"resampler.attn.{part}.bias", d, 0.1)
+    mat("resampler.proj.weight", d, d)
+    # The converter's table: sin-cos of 70x70 positions (its values are not read).
+    w.add_tensor("resampler.pos_embed_k", values(grid * grid * d, 1.0).reshape(grid * grid, d))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

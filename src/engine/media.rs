@@ -427,9 +427,9 @@ impl Media {
                 let start = p.len();
                 let chunks = &mut p.chunks;
                 push_ids(chunks, tok.encode(self.layout.begin, false, true));
-                match (&self.layout.tiles, img.grid) {
-                    (Some(t), Some(grid)) => self.push_tiles(chunks, tok, t, img, grid)?,
-                    _ => chunks.extend(img.inputs.iter().map(|i| Chunk::Image(i.clone()))),
+                match &self.layout.tiles {
+                    Some(t) => self.push_tiles(chunks, tok, t, img, img.grid.unwrap_or((0, 0)))?,
+                    None => chunks.extend(img.inputs.iter().map(|i| Chunk::Image(i.clone()))),
                 }
                 push_ids(chunks, tok.encode(self.layout.end, false, true));
                 p.spans.push(start..p.len());
@@ -459,8 +459,8 @@ impl Media {
         Ok(MediaPrompt { chunks, spans })
     }
 
-    /// The tiles of `img` (a `grid` of columns and rows) and its overview, with the text and
-    /// tokens `t` places around them.
+    /// The tiles of `img` (a `grid` of columns and rows, none for an image that is its
+    /// overview alone) and its overview, with the text and tokens `t` places around them.
     fn push_tiles(
         &self,
         chunks: &mut Vec<Chunk>,
@@ -485,19 +485,44 @@ impl Media {
             lookup(t.overview_begin)?,
             lookup(t.overview_end)?,
         );
-        let (tiles, overview) = img.inputs.split_at(cols * rows);
+        let (open, close) = (lookup(t.tile_open)?, lookup(t.tile_close)?);
+        let (all_begin, all_end) = (lookup(t.tiles_begin)?, lookup(t.tiles_end)?);
+        let n_tiles = cols * rows;
+        let (tiles, overview) = match t.overview_first {
+            true => {
+                let (ov, tiles) = img.inputs.split_at(img.inputs.len() - n_tiles);
+                (tiles, ov)
+            }
+            false => img.inputs.split_at(n_tiles),
+        };
+        let push_overview = |chunks: &mut Vec<Chunk>| {
+            for ov in overview {
+                push_ids(chunks, ov_begin.clone());
+                chunks.push(Chunk::Image(ov.clone()));
+                push_ids(chunks, ov_end.clone());
+            }
+        };
+        if t.overview_first {
+            push_overview(chunks);
+        }
+        if !tiles.is_empty() {
+            push_ids(chunks, all_begin);
+        }
         for (k, tile) in tiles.iter().enumerate() {
             let (y, x) = (k / cols, k % cols);
             push_ids(chunks, tok.encode(&t.tile_text(y, x), false, true));
+            push_ids(chunks, open.clone());
             chunks.push(Chunk::Image(tile.clone()));
+            push_ids(chunks, close.clone());
             if x + 1 == cols && y + 1 < rows {
                 push_ids(chunks, row_end.clone());
             }
         }
-        for ov in overview {
-            push_ids(chunks, ov_begin.clone());
-            chunks.push(Chunk::Image(ov.clone()));
-            push_ids(chunks, ov_end.clone());
+        if !tiles.is_empty() {
+            push_ids(chunks, all_end);
+        }
+        if !t.overview_first {
+            push_overview(chunks);
         }
         Ok(())
     }

@@ -29,6 +29,22 @@ pub fn attention(q: &[f32], k: &[f32], v: &[f32], n: usize, n_head: usize, scale
     attention_with(crate::cpu::isa(), q, k, v, n, n_head, scale)
 }
 
+/// Multi-head attention of `q`'s rows over the `n` rows of `k` and `v` (all `n_head · d`
+/// wide), the queries as many as `q` holds: [`attention`]'s steps and bits, for a set of
+/// learned queries reading an image (MiniCPM-V's resampler).
+pub fn cross_attention(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    n: usize,
+    n_head: usize,
+    scale: f32,
+) -> Vec<f32> {
+    let isa = crate::cpu::isa();
+    let n_query = q.len() / (k.len() / n);
+    queries_over_keys(isa, q, n_query, k, v, n, n_head, scale)
+}
+
 /// [`attention`] with the kernels of `isa` (which this CPU must support).
 fn attention_with(
     isa: Isa,
@@ -39,7 +55,22 @@ fn attention_with(
     n_head: usize,
     scale: f32,
 ) -> Vec<f32> {
-    let width = q.len() / n;
+    queries_over_keys(isa, q, n, k, v, n, n_head, scale)
+}
+
+/// `n_query` rows of `q` attending over the `n` rows of `k` and `v`.
+#[allow(clippy::too_many_arguments)]
+fn queries_over_keys(
+    isa: Isa,
+    q: &[f32],
+    n_query: usize,
+    k: &[f32],
+    v: &[f32],
+    n: usize,
+    n_head: usize,
+    scale: f32,
+) -> Vec<f32> {
+    let width = k.len() / n;
     let d = width / n_head;
     let n_pad = n.next_multiple_of(KEY_PAD);
     // Each head's keys transposed (`d × n_pad`, the padding keys zero).
@@ -51,7 +82,7 @@ fn attention_with(
             }
         }
     });
-    let blocks = n.div_ceil(QUERY_BLOCK);
+    let blocks = n_query.div_ceil(QUERY_BLOCK);
     // Head-major scratch, each head padded to whole query blocks, so that one task owns one
     // contiguous chunk: (head, block) = divmod(task, blocks).
     let padded = blocks * QUERY_BLOCK;
@@ -71,14 +102,14 @@ fn attention_with(
         let mut scores = vec![0f32; QUERY_TILE * n_pad];
         for (tile, dst) in out.chunks_exact_mut(QUERY_TILE * d).enumerate() {
             let q0 = blk * QUERY_BLOCK + tile * QUERY_TILE;
-            if q0 >= n {
+            if q0 >= n_query {
                 break;
             }
             // Queries past the last position (the block's padding) are zero rows, their
             // results never read.
             let qs: [&[f32]; QUERY_TILE] = std::array::from_fn(|t| {
                 let qi = q0 + t;
-                if qi < n {
+                if qi < n_query {
                     &q[qi * width + head.col..][..d]
                 } else {
                     &zero_query[..]
@@ -93,9 +124,9 @@ fn attention_with(
             with_isa(isa, tile);
         }
     });
-    let mut out = vec![0f32; n * width];
+    let mut out = vec![0f32; n_query * width];
     for h in 0..n_head {
-        for i in 0..n {
+        for i in 0..n_query {
             out[i * width + h * d..][..d].copy_from_slice(&by_head[(h * padded + i) * d..][..d]);
         }
     }
@@ -355,32 +386,59 @@ mod tests {
         // The second shape takes the 64-key and 64-column tiles as well as the narrow ones.
         for (n, n_head, d) in [(37, 3, 4), (70, 2, 80)] {
             let w = n_head * d;
-            let gen = |s: usize| -> Vec<f32> {
-                (0..n * w)
-                    .map(|i| (((i * s) % 17) as f32 - 8.0) * 0.1)
-                    .collect()
-            };
-            let (q, k, v) = (gen(3), gen(5), gen(7));
+            let (q, k, v) = (gen(n * w, 3), gen(n * w, 5), gen(n * w, 7));
             let got = attention(&q, &k, &v, n, n_head, 0.5);
-            for h in 0..n_head {
-                for i in 0..n {
-                    let s: Vec<f64> = (0..n)
-                        .map(|j| {
-                            (0..d)
-                                .map(|c| q[i * w + h * d + c] as f64 * k[j * w + h * d + c] as f64)
-                                .sum::<f64>()
-                                * 0.5
-                        })
-                        .collect();
-                    let m = s.iter().cloned().fold(f64::MIN, f64::max);
-                    let z: f64 = s.iter().map(|x| (x - m).exp()).sum();
-                    for c in 0..d {
-                        let want: f64 = (0..n)
-                            .map(|j| (s[j] - m).exp() / z * v[j * w + h * d + c] as f64)
-                            .sum();
-                        let g = got[i * w + h * d + c] as f64;
-                        assert!((g - want).abs() < 1e-5, "h{h} i{i} c{c}: {g} vs {want}");
-                    }
+            assert_naive(&got, &q, &k, &v, n, n_head, 0.5);
+        }
+    }
+
+    #[test]
+    fn fewer_queries_than_keys_match_a_naive_loop() {
+        for (n_query, n, n_head, d) in [(5, 37, 2, 8), (40, 70, 2, 80)] {
+            let w = n_head * d;
+            let (q, k, v) = (gen(n_query * w, 3), gen(n * w, 5), gen(n * w, 7));
+            let got = cross_attention(&q, &k, &v, n, n_head, 0.25);
+            assert_eq!(got.len(), n_query * w);
+            assert_naive(&got, &q, &k, &v, n, n_head, 0.25);
+        }
+    }
+
+    fn gen(len: usize, s: usize) -> Vec<f32> {
+        (0..len)
+            .map(|i| (((i * s) % 17) as f32 - 8.0) * 0.1)
+            .collect()
+    }
+
+    /// `got` is softmax(q·kᵀ·scale)·v per head, computed here in f64, to 1e-5.
+    fn assert_naive(
+        got: &[f32],
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        n: usize,
+        n_head: usize,
+        scale: f64,
+    ) {
+        let w = k.len() / n;
+        let d = w / n_head;
+        for h in 0..n_head {
+            for i in 0..q.len() / w {
+                let s: Vec<f64> = (0..n)
+                    .map(|j| {
+                        (0..d)
+                            .map(|c| q[i * w + h * d + c] as f64 * k[j * w + h * d + c] as f64)
+                            .sum::<f64>()
+                            * scale
+                    })
+                    .collect();
+                let m = s.iter().cloned().fold(f64::MIN, f64::max);
+                let z: f64 = s.iter().map(|x| (x - m).exp()).sum();
+                for c in 0..d {
+                    let want: f64 = (0..n)
+                        .map(|j| (s[j] - m).exp() / z * v[j * w + h * d + c] as f64)
+                        .sum();
+                    let g = got[i * w + h * d + c] as f64;
+                    assert!((g - want).abs() < 1e-5, "h{h} i{i} c{c}: {g} vs {want}");
                 }
             }
         }

@@ -45,11 +45,16 @@ pub enum ProjectorType {
     /// a LayerNorm ViT with a class token, learned positions and a 2-D RoPE, pixel shuffle by
     /// `n_merge` per side, a two-layer GELU MLP and a linear projection.
     Llama4,
+    /// MiniCPM-V (`resampler`): images sliced as LLaVA-UHD does (an overview and up to 9
+    /// slices, each of its own size in whole patches), a SigLIP tower with bucketed learned
+    /// positions, and a resampler (learned queries attending over the tower's rows) giving a
+    /// fixed count of rows per input.
+    Minicpmv,
 }
 
 impl ProjectorType {
     /// Every type built, by its `clip.projector_type` name.
-    pub const ALL: [ProjectorType; 7] = [
+    pub const ALL: [ProjectorType; 8] = [
         ProjectorType::Mlp,
         ProjectorType::Gemma3,
         ProjectorType::Idefics3,
@@ -57,6 +62,7 @@ impl ProjectorType {
         ProjectorType::Qwen2vl,
         ProjectorType::Qwen25vl,
         ProjectorType::Llama4,
+        ProjectorType::Minicpmv,
     ];
 
     /// The name llama.cpp's files give the type (`clip.projector_type`).
@@ -69,6 +75,7 @@ impl ProjectorType {
             ProjectorType::Qwen2vl => "qwen2vl_merger",
             ProjectorType::Qwen25vl => "qwen2.5vl_merger",
             ProjectorType::Llama4 => "llama4",
+            ProjectorType::Minicpmv => "resampler",
         }
     }
 
@@ -190,6 +197,8 @@ pub(super) enum Head {
     Qwen25vl(Box<super::qwen25vl::Qwen25vl>),
     /// Llama 4's adapter MLP and projection (`llama4.rs`); the tower is in the generic fields.
     Llama4(Box<super::llama4::Llama4>),
+    /// MiniCPM-V's resampler (`minicpmv.rs`); the tower is in the generic fields.
+    Minicpmv(Box<super::minicpmv::Minicpmv>),
 }
 
 /// A LayerNorm's scale and shift.
@@ -245,6 +254,9 @@ impl Projector {
         if ty == ProjectorType::Llama4 {
             return super::llama4::load(file, hparams);
         }
+        if ty == ProjectorType::Minicpmv {
+            return super::minicpmv::load(file, hparams);
+        }
         let l = Lookup::new(&file);
         let h = &hparams;
         let (e, ff, p) = (h.n_embd, h.n_ff, h.patch_size);
@@ -283,6 +295,7 @@ impl Projector {
             ProjectorType::Qwen2vl => unreachable!("qwen2vl::load loads its projectors"),
             ProjectorType::Qwen25vl => unreachable!("qwen25vl::load loads its projectors"),
             ProjectorType::Llama4 => unreachable!("llama4::load loads its projectors"),
+            ProjectorType::Minicpmv => unreachable!("minicpmv::load loads its projectors"),
         };
         l.check_all_used()?;
         Ok(Projector {
@@ -311,6 +324,7 @@ impl Projector {
             Head::Qwen2vl(q) => q.n_embd_out(),
             Head::Qwen25vl(q) => q.n_embd_out(),
             Head::Llama4(l) => l.n_embd_out(),
+            Head::Minicpmv(m) => m.n_embd_out(),
         }
     }
 
@@ -325,6 +339,9 @@ impl Projector {
         if let Head::Qwen2vl(_) | Head::Qwen25vl(_) = &self.head {
             let s = self.hparams.image_size;
             return super::qwen2vl::n_tokens_for(s, s, &self.hparams);
+        }
+        if let Head::Minicpmv(m) = &self.head {
+            return m.n_query();
         }
         let s = self.hparams.tokens_per_side();
         s * s
@@ -490,7 +507,7 @@ fn hparams(file: &GgufFile, ty: ProjectorType) -> Result<VisionHparams, VisionEr
         _ => "clip.vision.projector.scale_factor",
     };
     let n_merge = match ty {
-        ProjectorType::Mlp => 1,
+        ProjectorType::Mlp | ProjectorType::Minicpmv => 1,
         // 1 for Pixtral-12B; Mistral Small 3.1's patch merger merges 2×2.
         ProjectorType::Pixtral => opt_u(scale_key)?.unwrap_or(1),
         // 2 for Qwen2-VL and Qwen2.5-VL (the loaders refuse any other).
@@ -578,6 +595,15 @@ impl<'a> Lookup<'a> {
             Some(unused) => Err(VisionError::UnusedTensor(unused.name.clone())),
             None => Ok(()),
         }
+    }
+
+    /// A tensor llama.cpp requires but no graph reads: present, of any shape.
+    pub(super) fn require(&self, name: &str) -> Result<(), VisionError> {
+        self.file
+            .tensor(name)
+            .ok_or_else(|| VisionError::MissingTensor(name.to_string()))?;
+        self.used.borrow_mut().insert(name.to_string());
+        Ok(())
     }
 
     pub(super) fn tensor(&self, name: &str, dims: &[usize]) -> Result<Tensor, VisionError> {
@@ -670,7 +696,7 @@ impl<'a> Lookup<'a> {
         }
     }
 
-    fn norm(&self, prefix: &str, len: usize) -> Result<Norm, VisionError> {
+    pub(super) fn norm(&self, prefix: &str, len: usize) -> Result<Norm, VisionError> {
         Ok(Norm {
             w: self.vector(&format!("{prefix}.weight"), len)?,
             b: self.vector(&format!("{prefix}.bias"), len)?,
@@ -816,12 +842,12 @@ mod tests {
     fn refusals_name_what_is_wrong() {
         let err = |edit: fn(&mut GgufWriter)| tiny(edit).err().unwrap().to_string();
         let e = err(|w| {
-            w.add_kv("clip.projector_type", "minicpmv");
+            w.add_kv("clip.projector_type", "minicpmv4_6");
         });
         assert_eq!(
             e,
-            "projector type 'minicpmv' is not supported (supported: mlp, gemma3, idefics3, \
-             pixtral, qwen2vl_merger, qwen2.5vl_merger, llama4)"
+            "projector type 'minicpmv4_6' is not supported (supported: mlp, gemma3, idefics3, \
+             pixtral, qwen2vl_merger, qwen2.5vl_merger, llama4, resampler)"
         );
         let e = err(|w| {
             w.add_kv("clip.has_vision_encoder", false);

@@ -40,6 +40,9 @@ impl Projector {
         if let Head::Llama4(t) = &self.head {
             return self.encode_llama4(t, img);
         }
+        if let Head::Minicpmv(t) = &self.head {
+            return self.encode_minicpmv(t, img);
+        }
         let h = &self.hparams;
         assert!(
             img.width == h.image_size && img.height == h.image_size,

@@ -20,7 +20,8 @@ impl Projector {
             | Head::Pixtral(_)
             | Head::Qwen2vl(_)
             | Head::Qwen25vl(_)
-            | Head::Llama4(_) => {
+            | Head::Llama4(_)
+            | Head::Minicpmv(_) => {
                 unreachable!("not a SigLIP head")
             }
             Head::Gemma3 {

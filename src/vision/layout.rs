@@ -4,7 +4,7 @@
 //! (`img_beg`/`img_end`, its slice template, `mtmd_decode_use_non_causal`); a new projector
 //! type fills in its arm here and the engine and front ends follow.
 
-use super::clip::{Projector, ProjectorType};
+use super::clip::{Head, Projector, ProjectorType};
 
 /// The prompt layout of one image.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,14 +25,25 @@ pub struct ImageLayout {
     pub dynamic_size: bool,
 }
 
-/// Where the tiles of an image go, row by row, then its overview, as mtmd's slice templates
-/// place them. Token lists name tokens by their text, looked up in the vocabulary as mtmd
-/// looks them up (the first id whose piece is that text), not tokenized.
+/// Where the tiles of an image go, row by row, and its overview (after them, or before them
+/// where `overview_first`), as mtmd's slice templates place them. Token lists name tokens by
+/// their text, looked up in the vocabulary as mtmd looks them up (the first id whose piece is
+/// that text), not tokenized.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TileLayout {
+    /// The overview comes (and is encoded) before the tiles (MiniCPM-V), not after them.
+    pub overview_first: bool,
+    /// Tokens before all the tiles (MiniCPM-V 2.5's `<slice>`), if there are any.
+    pub tiles_begin: &'static [&'static str],
+    /// Tokens after all the tiles.
+    pub tiles_end: &'static [&'static str],
     /// Text before each tile, tokenized with special tokens parsed, with `{row}` and `{col}`
     /// replaced by the tile's row and column counted from 1.
     pub tile_begin: &'static str,
+    /// Tokens before each tile, after its text.
+    pub tile_open: &'static [&'static str],
+    /// Tokens after each tile.
+    pub tile_close: &'static [&'static str],
     /// Tokens after each row of tiles but the last.
     pub row_end: &'static [&'static str],
     /// Tokens before the overview's rows.
@@ -42,6 +53,19 @@ pub struct TileLayout {
 }
 
 impl TileLayout {
+    /// No text or tokens anywhere, the overview last.
+    pub const NONE: TileLayout = TileLayout {
+        overview_first: false,
+        tiles_begin: &[],
+        tiles_end: &[],
+        tile_begin: "",
+        tile_open: &[],
+        tile_close: &[],
+        row_end: &[],
+        overview_begin: &[],
+        overview_end: &[],
+    };
+
     /// The text before the tile in row `row` and column `col` (from 0).
     pub fn tile_text(&self, row: usize, col: usize) -> String {
         self.tile_begin
@@ -82,6 +106,7 @@ impl Projector {
                     row_end: &["\n"],
                     overview_begin: &["\n\n", "<fake_token_around_image>", "<global-img>"],
                     overview_end: &["<fake_token_around_image>"],
+                    ..TileLayout::NONE
                 }),
                 causal: true,
                 dynamic_size: true,
@@ -110,15 +135,38 @@ impl Projector {
             ProjectorType::Llama4 => ImageLayout {
                 begin: "<|image_start|>",
                 end: "<|image_end|>",
-                tiles: Some(TileLayout {
-                    tile_begin: "",
-                    row_end: &[],
-                    overview_begin: &[],
-                    overview_end: &[],
-                }),
+                tiles: Some(TileLayout::NONE),
                 causal: true,
                 dynamic_size: false,
             },
+            // MiniCPM-V: `<image>` overview `</image>`, then each slice between `<slice>` and
+            // `</slice>` (2.5: all the slices between `<slice>` and `</slice>`, each between
+            // `<image>` and `</image>`), `\n` after each row of slices but the last. A fixed
+            // count of tokens per slice; llama.cpp reads no token budget for it.
+            ProjectorType::Minicpmv => {
+                let v25 = matches!(&self.head, Head::Minicpmv(m) if m.version == 2);
+                let (tiles_begin, tile_open, tile_close): (&[&str], &[&str], &[&str]) = match v25 {
+                    true => (&["<slice>"], &["<image>"], &["</image>"]),
+                    false => (&[], &["<slice>"], &["</slice>"]),
+                };
+                ImageLayout {
+                    begin: "",
+                    end: "",
+                    tiles: Some(TileLayout {
+                        overview_first: true,
+                        tiles_begin,
+                        tiles_end: if v25 { &["</slice>"] } else { &[] },
+                        tile_open,
+                        tile_close,
+                        row_end: &["\n"],
+                        overview_begin: &["<image>"],
+                        overview_end: &["</image>"],
+                        ..TileLayout::NONE
+                    }),
+                    causal: true,
+                    dynamic_size: false,
+                }
+            }
         }
     }
 }
@@ -131,9 +179,7 @@ mod tests {
     fn tiles_are_named_from_one() {
         let t = TileLayout {
             tile_begin: "<r{row}c{col}>",
-            row_end: &[],
-            overview_begin: &[],
-            overview_end: &[],
+            ..TileLayout::NONE
         };
         assert_eq!(t.tile_text(0, 2), "<r1c3>");
     }

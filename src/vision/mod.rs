@@ -6,7 +6,9 @@
 //! their own size, two patch kernels, 2-D RoPE, 2×2 merger; the text model places the rows at
 //! 2-D M-RoPE positions) and Qwen2.5-VL's (`qwen2.5vl_merger`: the same with an RMS-norm tower,
 //! a gated FFN and window attention) and Llama 4's (`llama4`: tiles and an overview, a ViT with
-//! a 2-D RoPE, pixel shuffle, an MLP adapter) on the CPU kernels, threaded on the pool; the matrix products and attention on a GPU
+//! a 2-D RoPE, pixel shuffle, an MLP adapter) and MiniCPM-V's (`resampler`: LLaVA-UHD slices
+//! of their own sizes, SigLIP with bucketed positions, learned queries attending over the
+//! tower's rows) on the CPU kernels, threaded on the pool; the matrix products and attention on a GPU
 //! where one takes them (the seam `backend::encoder`).
 //!
 //! The pipeline is `image::decode` → `preprocess_tiles` (resize, pad, slice, normalise, as clip
@@ -21,6 +23,7 @@ pub mod image;
 pub mod layers;
 mod layout;
 mod llama4;
+mod minicpmv;
 mod pixtral;
 mod preprocess;
 mod qwen25vl;

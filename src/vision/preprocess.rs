@@ -18,7 +18,12 @@
 //! - Llama 4 (`llama4`) cuts an image larger than the input size into tiles as LLaVA-UHD does
 //!   with a fixed set of grids (the image fitted, bicubic, aspect kept, black padding, into the
 //!   best grid up to 3×3: `llama4::refined_size`), in rows, and adds an overview (the image
-//!   bicubic-stretched to the input size), encoded last; a smaller image is the overview alone.
+//!   bicubic-stretched to the input size), encoded last; a smaller image is the overview alone;
+//! - MiniCPM-V (`resampler`) slices an image larger than the input size as LLaVA-UHD does
+//!   (`minicpmv::slice_plan`): the overview (bicubic-stretched to about the input's area, aspect
+//!   kept, in whole patches) first, then the slices (the image fitted, bicubic, black padding,
+//!   into the refined size and cut, in rows); a smaller image is the overview alone, stretched
+//!   to the input square.
 
 use super::clip::{ProjectorType, VisionHparams};
 use super::image::RgbImage;
@@ -69,11 +74,12 @@ const LLAVA_PAD: [u8; 3] = [122, 116, 104];
 /// The encoder inputs of one image, in the order llama.cpp encodes them.
 #[derive(Clone, Debug)]
 pub struct Tiles {
-    /// Each input of the projector's size: for `idefics3` (and `llama4` when the image is
-    /// larger than one tile) the tiles row by row, then the overview; otherwise the one input.
+    /// Each input, in the order llama.cpp encodes them: for `idefics3` (and `llama4` when the
+    /// image is larger than one tile) the tiles row by row, then the overview; for `resampler`
+    /// (MiniCPM-V) the overview, then the slices row by row; otherwise the one input.
     pub images: Vec<PlanarImage>,
-    /// `idefics3`, `llama4`: the tiles' columns and rows (`images` holds `cols · rows` tiles
-    /// and the overview); `None` for a single input.
+    /// `idefics3`, `llama4`, `resampler`: the tiles' columns and rows (`images` holds
+    /// `cols · rows` tiles and the overview); `None` for a single input.
     pub grid: Option<(usize, usize)>,
 }
 
@@ -87,6 +93,10 @@ pub fn preprocess(img: &RgbImage, ty: ProjectorType, hp: &VisionHparams) -> Plan
         ProjectorType::Gemma3 => fit_padded(img, sz, sz, Filter::Bilinear, [0; 3]),
         ProjectorType::Idefics3 => idefics3(img, hp).1,
         ProjectorType::Llama4 => resize(img, sz, sz, Filter::Bicubic),
+        ProjectorType::Minicpmv => {
+            let (w, h) = super::minicpmv::slice_plan(img.width, img.height, hp).overview;
+            resize(img, w, h, Filter::Bicubic)
+        }
         ProjectorType::Pixtral => {
             let (w, h) = super::pixtral::target_size(img.width, img.height, hp);
             fit_padded(img, w, h, Filter::Bicubic, [0; 3])
@@ -118,10 +128,38 @@ pub fn preprocess_tiles(img: &RgbImage, ty: ProjectorType, hp: &VisionHparams) -
             let mut images = Vec::with_capacity(cols * rows + 1);
             for y in 0..rows {
                 for x in 0..cols {
-                    images.push(norm(&crop(&refined, x * t, y * t, t)));
+                    images.push(norm(&crop(&refined, x * t, y * t, t, t)));
                 }
             }
             images.push(norm(&overview));
+            Tiles {
+                images,
+                grid: Some((cols, rows)),
+            }
+        }
+        ProjectorType::Minicpmv => {
+            let plan = super::minicpmv::slice_plan(img.width, img.height, hp);
+            let overview = norm(&resize(
+                img,
+                plan.overview.0,
+                plan.overview.1,
+                Filter::Bicubic,
+            ));
+            let Some(((rw, rh), (cols, rows))) = plan.refined else {
+                return Tiles {
+                    images: vec![overview],
+                    grid: None,
+                };
+            };
+            let refined = fit_padded(img, rw, rh, Filter::Bicubic, [0; 3]);
+            let (sw, sh) = (rw / cols, rh / rows);
+            let mut images = Vec::with_capacity(cols * rows + 1);
+            images.push(overview);
+            for y in 0..rows {
+                for x in 0..cols {
+                    images.push(norm(&crop(&refined, x * sw, y * sh, sw, sh)));
+                }
+            }
             Tiles {
                 images,
                 grid: Some((cols, rows)),
@@ -141,7 +179,7 @@ pub fn preprocess_tiles(img: &RgbImage, ty: ProjectorType, hp: &VisionHparams) -
             let mut images = Vec::with_capacity(cols * rows + 1);
             for y in 0..rows {
                 for x in 0..cols {
-                    images.push(norm(&crop(&refined, x * t, y * t, t)));
+                    images.push(norm(&crop(&refined, x * t, y * t, t, t)));
                 }
             }
             images.push(overview);
@@ -178,6 +216,9 @@ pub fn tile_grid(
             let (w, h) = super::llama4::refined_size(width, height, t)?;
             Some((w / t, h / t))
         }
+        ProjectorType::Minicpmv => super::minicpmv::slice_plan(width, height, hp)
+            .refined
+            .map(|r| r.1),
     }
 }
 
@@ -228,15 +269,15 @@ fn idefics3(img: &RgbImage, hp: &VisionHparams) -> (RgbImage, RgbImage) {
     }
 }
 
-/// The `size`-sided square of `img` whose top-left corner is (`x`, `y`).
-fn crop(img: &RgbImage, x: usize, y: usize, size: usize) -> RgbImage {
-    let mut data = Vec::with_capacity(size * size * 3);
-    for row in y..y + size {
-        data.extend_from_slice(&img.data[(row * img.width + x) * 3..][..size * 3]);
+/// The `w`×`h` part of `img` whose top-left corner is (`x`, `y`).
+fn crop(img: &RgbImage, x: usize, y: usize, w: usize, h: usize) -> RgbImage {
+    let mut data = Vec::with_capacity(w * h * 3);
+    for row in y..y + h {
+        data.extend_from_slice(&img.data[(row * img.width + x) * 3..][..w * 3]);
     }
     RgbImage {
-        width: size,
-        height: size,
+        width: w,
+        height: h,
         data,
     }
 }
