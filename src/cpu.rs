@@ -83,6 +83,28 @@ fn x86_avx512() -> bool {
         && is_x86_feature_detected!("avx512vnni")
 }
 
+/// True where the CPU splits each 512-bit vector operation into two 256-bit halves (AMD's
+/// family 19h, whose AVX-512 parts are Zen 4): there a kernel that gains from AVX-512 only by
+/// the width of its registers runs better in 256-bit ones (with AVX-512's 32 of them). Same
+/// bits either way: the kernels that ask keep their order of operations.
+pub fn splits_512() -> bool {
+    static SPLITS: OnceLock<bool> = OnceLock::new();
+    *SPLITS.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::__cpuid;
+            let vendor = __cpuid(0);
+            let amd =
+                (vendor.ebx, vendor.edx, vendor.ecx) == (0x6874_7541, 0x6974_6e65, 0x444d_4163);
+            let eax = __cpuid(1).eax;
+            let family = ((eax >> 8) & 0xf) + ((eax >> 20) & 0xff);
+            amd && family == 0x19
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    })
+}
+
 /// Whether this CPU can run `isa`.
 pub fn supports(isa: Isa) -> bool {
     available().contains(&isa)

@@ -2,10 +2,11 @@
 //! Run: `cargo test --release --test vision_bench -- --ignored --nocapture`.
 //!
 //! For each synthetic projector (tools/synth-model.py: `llava`, `gemma3`, `smolvlm`, the
-//! wider `gemma3-base`, `pixtral`, `qwen2vl`, `qwen25vl` and `llama4`, f16 and Q8_0) on 2
-//! threads: our time to encode one input of the projector's size (`pixtral`: the square of its
-//! input size, scaled into its budget of 1024 patches; the Qwen ones: 560×560, 1600 patches;
-//! `llama4`: one 112-pixel tile, the overview alone; preprocessing not included), the best of
+//! wider `gemma3-base`, `pixtral`, `qwen2vl`, `qwen25vl`, `llama4` and `minicpmv`, f16 and Q8_0)
+//! on 2 threads: our time to encode one input of the projector's size (`pixtral`: the square of
+//! its input size, scaled into its budget of 1024 patches; the Qwen ones: 560×560, 1600 patches;
+//! `llama4`: one 112-pixel tile, the overview alone; `minicpmv`: one 112-pixel input, the
+//! overview alone, through the resampler; preprocessing not included), the best of
 //! several runs, and
 //! `llama-mtmd-cli -t 2`'s "mtmd batch encoding done in N ms" for the same projector and
 //! picture (the best over its encodes and runs; whole milliseconds, as it prints them), from
@@ -106,6 +107,7 @@ fn encode_time_against_llama_cpp() {
         "qwen2vl",
         "qwen25vl",
         "llama4",
+        "minicpmv",
     ] {
         if only
             .as_ref()

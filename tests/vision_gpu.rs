@@ -89,6 +89,7 @@ fn the_encoder_on_the_gpu_gives_the_cpus_embeddings() {
         "qwen2vl",
         "qwen25vl",
         "llama4",
+        "minicpmv",
         "gemma3-base",
     ] {
         for ty in ["f16", "q8_0"] {

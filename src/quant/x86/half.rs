@@ -362,8 +362,10 @@ pub(super) unsafe fn dot<H: Half>(w: &[u8], a: &[u8]) -> f32 {
 }
 
 /// Tile-kernel entry (see `quant::gemm::gemm` for the contract), 256-bit. tinyBLAS's order:
-/// tiles of four rows × three tokens (its AVX2 shape; twelve accumulators of sixteen registers;
-/// 3 × 4 and 2 × 6 were no faster). `ggml_vec_dot_f16`'s order: one row × three tokens (four
+/// tiles of six rows × two tokens (twelve accumulators, two activations and a weight vector:
+/// fifteen of sixteen registers). tinyBLAS's own 4 × 3 needs all sixteen, and the compiler then
+/// kept an accumulator in memory, a store and a load in its chain every step: 100 GFLOP/s on
+/// two Zen 4 cores for gemma3-base's products, against 200 for 6 × 2 and 192 for 3 × 3. `ggml_vec_dot_f16`'s order: one row × three tokens (four
 /// accumulators per product; two rows would spill).
 ///
 /// # Safety
@@ -381,7 +383,7 @@ pub(super) unsafe fn gemm_avx2<H: Half>(
     // SAFETY: the caller guarantees the CPU features.
     unsafe {
         if acts.n_blocks.is_multiple_of(LANES) {
-            gemm_shape::<H, 4, 3>(Width::Lanes8, w, rows, acts, pairs, out, t_stride, r_stride)
+            gemm_shape::<H, 6, 2>(Width::Lanes8, w, rows, acts, pairs, out, t_stride, r_stride)
         } else if acts.n_blocks > K_CHUNK {
             gemm_chunked::<H, 3>(w, rows, acts, pairs, out, t_stride, r_stride)
         } else {
@@ -493,7 +495,10 @@ unsafe fn chunked_group<H: Half, const T: usize>(
 
 /// Tile-kernel entry, 512-bit. tinyBLAS's order: tiles of six rows × six tokens, two rows per
 /// register (eighteen accumulators; 4 × 6 and 8 × 6 were no faster on the gemma3-base vision
-/// tower). `ggml_vec_dot_f16`'s order: three rows × four tokens (twenty-four accumulator
+/// tower); where the CPU splits 512-bit operations ([`crate::cpu::splits_512`], Zen 4), six
+/// rows × four tokens in 256-bit registers (twenty-four of thirty-two: 213 GFLOP/s on two Zen 4
+/// cores for gemma3-base's products, against 181 for the 512-bit tiles and 201 for the AVX2
+/// entry's 6 × 2). `ggml_vec_dot_f16`'s order: three rows × four tokens (twenty-four accumulator
 /// registers of thirty-two; each activation load serves three rows). Measured on Sapphire
 /// Rapids, one thread, 1024 × 2048 F16 weights × 64 tokens: 2.0 ms, against 2.4 for 2 × 4,
 /// 2.6 for 4 × 2 and 2.4 for 2 × 6 (which spills).
@@ -513,16 +518,28 @@ pub(super) unsafe fn gemm_avx512<H: Half>(
     // SAFETY: the caller guarantees the CPU features.
     unsafe {
         if acts.n_blocks.is_multiple_of(LANES) {
-            gemm_shape::<H, 6, 6>(
-                Width::Lanes8Pairs,
-                w,
-                rows,
-                acts,
-                pairs,
-                out,
-                t_stride,
-                r_stride,
-            )
+            match crate::cpu::splits_512() {
+                true => gemm_shape::<H, 6, 4>(
+                    Width::Lanes8,
+                    w,
+                    rows,
+                    acts,
+                    pairs,
+                    out,
+                    t_stride,
+                    r_stride,
+                ),
+                false => gemm_shape::<H, 6, 6>(
+                    Width::Lanes8Pairs,
+                    w,
+                    rows,
+                    acts,
+                    pairs,
+                    out,
+                    t_stride,
+                    r_stride,
+                ),
+            }
         } else {
             gemm_shape::<H, 3, 4>(Width::Zmm, w, rows, acts, pairs, out, t_stride, r_stride)
         }
