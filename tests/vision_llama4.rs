@@ -13,13 +13,12 @@ mod common;
 
 use std::sync::Arc;
 
-use common::image_chat::{answers_twice, ask, data_url, greedy_case};
+use common::image_chat::first_case_as_chat;
 use common::llava;
 use common::picture::picture;
 use common::projector::{png, records, synth_projector, tolerance, worst_relative};
 use llamafile::gguf::GgufFile;
 use llamafile::vision::{decode, preprocess_tiles, Projector, ProjectorType};
-use serde_json::json;
 
 fn projector(ty: &str, tag: &str) -> Option<Projector> {
     synth_projector(
@@ -155,18 +154,7 @@ fn refusals_are_one_line() {
 /// llama-mtmd-cli's text, and the same again from the cached prefix.
 #[test]
 fn a_chat_image_url_answers_as_llama_mtmd_cli() {
-    let Some((text, mmproj)) = llava::family_pair("llama4") else {
-        return;
-    };
-    let case = greedy_case("llama4");
-    assert_eq!(
-        (&case["prompt"], &case["pictures"]),
-        (&json!("What do you see?"), &json!(["250x180"]))
-    );
-    let mm = mmproj.to_str().unwrap();
-    let args = ["--mmproj", mm, "--chat-template", "llama4", "-np", "1"];
-    let srv = common::server::start_with(&text, &args);
-    let body = ask(&data_url(&llava::picture_png(250, 180)), "What do you see?");
-    let n_prompt = answers_twice(srv.port, &body, &case["text"]);
-    assert!(n_prompt > 112, "{n_prompt}");
+    if let Some(n_prompt) = first_case_as_chat("llama4", "llama4", "What do you see?", (250, 180)) {
+        assert!(n_prompt > 112, "{n_prompt}");
+    }
 }

@@ -11,12 +11,11 @@ mod common;
 
 use std::sync::Arc;
 
-use common::image_chat::{answers_twice, ask, data_url, greedy_case};
+use common::image_chat::first_case_as_chat;
 use common::llava;
 use common::projector::{check_qwen_budget_and_layout, compare_grid, synth_projector};
 use llamafile::gguf::GgufFile;
 use llamafile::vision::{Projector, ProjectorType};
-use serde_json::json;
 
 fn projector(ty: &str, tag: &str) -> Option<Projector> {
     let name = format!("qwen25vl-{ty}");
@@ -107,18 +106,7 @@ fn refusals_are_one_line() {
 /// text, and the same again from the cached prefix.
 #[test]
 fn a_chat_image_url_answers_as_llama_mtmd_cli() {
-    let Some((text, mmproj)) = llava::family_pair("qwen25vl") else {
-        return;
-    };
-    let case = greedy_case("qwen25vl");
-    assert_eq!(
-        (&case["prompt"], &case["pictures"]),
-        (&json!("What is it?"), &json!(["250x180"]))
-    );
-    let mm = mmproj.to_str().unwrap();
-    let args = ["--mmproj", mm, "--chat-template", "chatml", "-np", "1"];
-    let srv = common::server::start_with(&text, &args);
-    let body = ask(&data_url(&llava::picture_png(250, 180)), "What is it?");
-    let n_prompt = answers_twice(srv.port, &body, &case["text"]);
-    assert!(n_prompt > 54, "{n_prompt}");
+    if let Some(n_prompt) = first_case_as_chat("qwen25vl", "chatml", "What is it?", (250, 180)) {
+        assert!(n_prompt > 54, "{n_prompt}");
+    }
 }

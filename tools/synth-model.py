@@ -626,6 +626,86 @@ def build_bert(family, wtype, out_path):
     os.replace(tmp, out_path)
 
 
+CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
+CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
+
+
+class ProjectorWriter:
+    """FAMILY's synthetic mmproj GGUF (architecture `clip`) being written to OUT_PATH: the
+    generator seeded by the family's name, the metadata every projector type carries (in this
+    order: the projector type, then `type_keys` as (writer method, key, value), the tower's
+    sizes with `clip.vision.projection_dim` = `projection_dim`, mean and deviation, `extra_keys`,
+    the file type), and the tensor helpers: matrices f16 or Q8_0 (WTYPE) of amplitude
+    1/sqrt(columns), vectors f32."""
+
+    def __init__(self, family, wtype, out_path, ty, type_keys, projection_dim, mean_std,
+                 extra_keys=()):
+        v = FAMILIES[family]["mmproj"]
+        seed = sum(ord(c) * 131 ** i for i, c in enumerate(family + "/mmproj")) & ((1 << 63) - 1)
+        self.rng = SplitMix64(seed)
+        self.wtype, self.out_path = wtype, out_path
+        self.tmp = f"{out_path}.tmp{os.getpid()}"
+        w = self.w = gguf.GGUFWriter(self.tmp, "clip")
+        w.add_name("tiny synthetic projector")
+        w.add_bool("clip.has_vision_encoder", True)
+        w.add_bool("clip.has_text_encoder", False)
+        w.add_string("clip.projector_type", ty)
+        for add, key, val in type_keys:
+            getattr(w, add)(key, val)
+        w.add_uint32("clip.vision.image_size", v["image_size"])
+        w.add_uint32("clip.vision.patch_size", v["patch_size"])
+        w.add_uint32("clip.vision.embedding_length", v["n_embd"])
+        w.add_uint32("clip.vision.feed_forward_length", v["n_ff"])
+        w.add_uint32("clip.vision.projection_dim", projection_dim)
+        w.add_uint32("clip.vision.attention.head_count", v["n_head"])
+        w.add_float32("clip.vision.attention.layer_norm_epsilon", v["eps"])
+        w.add_uint32("clip.vision.block_count", v["n_layer"])
+        w.add_array("clip.vision.image_mean", mean_std[0])
+        w.add_array("clip.vision.image_std", mean_std[1])
+        for add, key, val in extra_keys:
+            getattr(w, add)(key, val)
+        w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if wtype == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
+
+    def values(self, n, amp, centre=0.0):
+        return self.rng.uniform(n) * np.float32(amp) + np.float32(centre)
+
+    def mat(self, name, rows, cols):
+        x = self.values(rows * cols, 1.0 / np.sqrt(cols)).reshape(rows, cols)
+        if self.wtype == "f16":
+            self.w.add_tensor(name, x.astype(np.float16))
+        else:
+            self.w.add_tensor(name, quantize_q8_0(x), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
+    def vec(self, name, n, amp, centre=0.0):
+        self.w.add_tensor(name, self.values(n, amp, centre))
+
+    def tensor(self, name, data):
+        self.w.add_tensor(name, data)
+
+    def layernorm_blocks(self, e, ff, n_layer):
+        """CLIP/SigLIP blocks: attention and a two-matrix FFN with biases everywhere, LayerNorms
+        with weight and bias."""
+        for il in range(n_layer):
+            b = f"v.blk.{il}."
+            for part in ("attn_q", "attn_k", "attn_v", "attn_out"):
+                self.mat(b + part + ".weight", e, e)
+                self.vec(b + part + ".bias", e, 0.1)
+            for ln in ("ln1", "ln2"):
+                self.vec(b + ln + ".weight", e, 0.2, 1.0)
+                self.vec(b + ln + ".bias", e, 0.2)
+            self.mat(b + "ffn_up.weight", ff, e)
+            self.vec(b + "ffn_up.bias", ff, 0.1)
+            self.mat(b + "ffn_down.weight", e, ff)
+            self.vec(b + "ffn_down.bias", e, 0.1)
+
+    def finish(self):
+        self.w.write_header_to_file()
+        self.w.write_kv_data_to_file()
+        self.w.write_tensors_to_file()
+        self.w.close()
+        os.replace(self.tmp, self.out_path)
+
+
 def build_mmproj(family, wtype, out_path):
     """FAMILY's vision projector as llama.cpp's clip loads it (an mmproj GGUF, architecture
     `clip`), with the tensor names, types and metadata its converter writes for the type:
@@ -660,91 +740,42 @@ def build_mmproj(family, wtype, out_path):
     e, ff, ps, size = v["n_embd"], v["n_ff"], v["patch_size"], v["image_size"]
     n_text = p["n_embd"]
     n_pos = (size // ps) ** 2 + (0 if siglip else 1)
-    seed = sum(ord(c) * 131 ** i for i, c in enumerate(family + "/mmproj")) & ((1 << 63) - 1)
-    rng = SplitMix64(seed)
-    tmp = f"{out_path}.tmp{os.getpid()}"
-    w = gguf.GGUFWriter(tmp, "clip")
-    w.add_name("tiny synthetic projector")
-    w.add_bool("clip.has_vision_encoder", True)
-    w.add_bool("clip.has_text_encoder", False)
-    w.add_string("clip.projector_type", ty)
-    w.add_bool("clip.use_gelu", siglip)
-    w.add_uint32("clip.vision.image_size", size)
-    w.add_uint32("clip.vision.patch_size", ps)
-    w.add_uint32("clip.vision.embedding_length", e)
-    w.add_uint32("clip.vision.feed_forward_length", ff)
-    w.add_uint32("clip.vision.projection_dim", n_text)
-    w.add_uint32("clip.vision.attention.head_count", v["n_head"])
-    w.add_float32("clip.vision.attention.layer_norm_epsilon", v["eps"])
-    w.add_uint32("clip.vision.block_count", v["n_layer"])
-    if siglip:
-        w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-        w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
-    else:
-        w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
-        w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
+    extra = []
     if v.get("scale_factor"):
-        w.add_uint32("clip.vision.projector.scale_factor", v["scale_factor"])
+        extra.append(("add_uint32", "clip.vision.projector.scale_factor", v["scale_factor"]))
     if v.get("preproc_image_size"):
-        w.add_uint32("clip.vision.preproc_image_size", v["preproc_image_size"])
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if wtype == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
-
-    def values(n, amp, centre=0.0):
-        return rng.uniform(n) * np.float32(amp) + np.float32(centre)
-
-    def mat(name, rows, cols):
-        x = values(rows * cols, 1.0 / np.sqrt(cols)).reshape(rows, cols)
-        if wtype == "f16":
-            w.add_tensor(name, x.astype(np.float16))
-        else:
-            w.add_tensor(name, quantize_q8_0(x), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-
-    def vec(name, n, amp, centre=0.0):
-        w.add_tensor(name, values(n, amp, centre))
-
-    kernel = values(e * 3 * ps * ps, 1.0 / np.sqrt(3 * ps * ps)).reshape(e, 3, ps, ps)
-    w.add_tensor("v.patch_embd.weight", kernel if siglip else kernel.astype(np.float16))
+        extra.append(("add_uint32", "clip.vision.preproc_image_size", v["preproc_image_size"]))
+    mean_std = ([0.5] * 3, [0.5] * 3) if siglip else (CLIP_MEAN, CLIP_STD)
+    f = ProjectorWriter(family, wtype, out_path, ty, [("add_bool", "clip.use_gelu", siglip)],
+                        n_text, mean_std, extra)
+    kernel = f.values(e * 3 * ps * ps, 1.0 / np.sqrt(3 * ps * ps)).reshape(e, 3, ps, ps)
+    f.tensor("v.patch_embd.weight", kernel if siglip else kernel.astype(np.float16))
     if siglip:
-        vec("v.patch_embd.bias", e, 0.1)
+        f.vec("v.patch_embd.bias", e, 0.1)
     else:
-        vec("v.class_embd", e, 1.0)
-    w.add_tensor("v.position_embd.weight", values(n_pos * e, 0.5).reshape(n_pos, e))
+        f.vec("v.class_embd", e, 1.0)
+    f.tensor("v.position_embd.weight", f.values(n_pos * e, 0.5).reshape(n_pos, e))
     if not siglip:
-        vec("v.pre_ln.weight", e, 0.2, 1.0)
-        vec("v.pre_ln.bias", e, 0.2)
-    for il in range(v["n_layer"]):
-        b = f"v.blk.{il}."
-        for part in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            mat(b + part + ".weight", e, e)
-            vec(b + part + ".bias", e, 0.1)
-        for ln in ("ln1", "ln2"):
-            vec(b + ln + ".weight", e, 0.2, 1.0)
-            vec(b + ln + ".bias", e, 0.2)
-        mat(b + "ffn_up.weight", ff, e)
-        vec(b + "ffn_up.bias", ff, 0.1)
-        mat(b + "ffn_down.weight", e, ff)
-        vec(b + "ffn_down.bias", e, 0.1)
+        f.vec("v.pre_ln.weight", e, 0.2, 1.0)
+        f.vec("v.pre_ln.bias", e, 0.2)
+    f.layernorm_blocks(e, ff, v["n_layer"])
     if siglip:
-        vec("v.post_ln.weight", e, 0.2, 1.0)
-        vec("v.post_ln.bias", e, 0.2)
+        f.vec("v.post_ln.weight", e, 0.2, 1.0)
+        f.vec("v.post_ln.bias", e, 0.2)
     if ty == "mlp":
-        mat("mm.0.weight", n_text, e)
-        vec("mm.0.bias", n_text, 0.1)
-        mat("mm.2.weight", n_text, n_text)
-        vec("mm.2.bias", n_text, 0.1)
+        f.mat("mm.0.weight", n_text, e)
+        f.vec("mm.0.bias", n_text, 0.1)
+        f.mat("mm.2.weight", n_text, n_text)
+        f.vec("mm.2.bias", n_text, 0.1)
     elif ty == "gemma3":
         # Gemma's RMS norm scales by 1 + w; the converter stores 1 + w.
-        vec("mm.soft_emb_norm.weight", e, 0.2, 1.0)
-        x = values(e * n_text, 1.0 / np.sqrt(e)).reshape(e, n_text)
-        w.add_tensor("mm.input_projection.weight", x.astype(np.float16))
+        f.vec("mm.soft_emb_norm.weight", e, 0.2, 1.0)
+        x = f.values(e * n_text, 1.0 / np.sqrt(e)).reshape(e, n_text)
+        f.tensor("mm.input_projection.weight", x.astype(np.float16))
     else:
         k = e * v["scale_factor"] ** 2
-        mat("mm.model.fc.weight", n_text, k)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    os.replace(tmp, out_path)
+        f.mat("mm.model.fc.weight", n_text, k)
+    f.finish()
 
 
 def build_pixtral_mmproj(family, wtype, out_path):
@@ -758,69 +789,32 @@ def build_pixtral_mmproj(family, wtype, out_path):
     v = p["mmproj"]
     e, ff, ps, size = v["n_embd"], v["n_ff"], v["patch_size"], v["image_size"]
     n_text, merge = p["n_embd"], v.get("merge")
-    seed = sum(ord(c) * 131 ** i for i, c in enumerate(family + "/mmproj")) & ((1 << 63) - 1)
-    rng = SplitMix64(seed)
-    tmp = f"{out_path}.tmp{os.getpid()}"
-    w = gguf.GGUFWriter(tmp, "clip")
-    w.add_name("tiny synthetic projector")
-    w.add_bool("clip.has_vision_encoder", True)
-    w.add_bool("clip.has_text_encoder", False)
-    w.add_string("clip.projector_type", "pixtral")
-    w.add_bool("clip.use_silu", True)
-    w.add_uint32("clip.vision.image_size", size)
-    w.add_uint32("clip.vision.patch_size", ps)
-    w.add_uint32("clip.vision.embedding_length", e)
-    w.add_uint32("clip.vision.feed_forward_length", ff)
-    w.add_uint32("clip.vision.projection_dim", n_text)
-    w.add_uint32("clip.vision.attention.head_count", v["n_head"])
-    w.add_float32("clip.vision.attention.layer_norm_epsilon", v["eps"])
-    w.add_uint32("clip.vision.block_count", v["n_layer"])
-    w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
-    w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
-    if merge:
-        w.add_uint32("clip.vision.spatial_merge_size", merge)
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if wtype == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
-
-    def values(n, amp, centre=0.0):
-        return rng.uniform(n) * np.float32(amp) + np.float32(centre)
-
-    def mat(name, rows, cols):
-        x = values(rows * cols, 1.0 / np.sqrt(cols)).reshape(rows, cols)
-        if wtype == "f16":
-            w.add_tensor(name, x.astype(np.float16))
-        else:
-            w.add_tensor(name, quantize_q8_0(x), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-
-    def vec(name, n, amp, centre=0.0):
-        w.add_tensor(name, values(n, amp, centre))
-
-    kernel = values(e * 3 * ps * ps, 1.0 / np.sqrt(3 * ps * ps)).reshape(e, 3, ps, ps)
-    w.add_tensor("v.patch_embd.weight", kernel.astype(np.float16))
-    vec("v.pre_ln.weight", e, 0.2, 1.0)
+    extra = [("add_uint32", "clip.vision.spatial_merge_size", merge)] if merge else []
+    f = ProjectorWriter(family, wtype, out_path, "pixtral", [("add_bool", "clip.use_silu", True)],
+                        n_text, (CLIP_MEAN, CLIP_STD), extra)
+    kernel = f.values(e * 3 * ps * ps, 1.0 / np.sqrt(3 * ps * ps)).reshape(e, 3, ps, ps)
+    f.tensor("v.patch_embd.weight", kernel.astype(np.float16))
+    f.vec("v.pre_ln.weight", e, 0.2, 1.0)
     for il in range(v["n_layer"]):
         b = f"v.blk.{il}."
         for part in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            mat(b + part + ".weight", e, e)
+            f.mat(b + part + ".weight", e, e)
         for ln in ("ln1", "ln2"):
-            vec(b + ln + ".weight", e, 0.2, 1.0)
-        mat(b + "ffn_gate.weight", ff, e)
-        mat(b + "ffn_up.weight", ff, e)
-        mat(b + "ffn_down.weight", e, ff)
+            f.vec(b + ln + ".weight", e, 0.2, 1.0)
+        f.mat(b + "ffn_gate.weight", ff, e)
+        f.mat(b + "ffn_up.weight", ff, e)
+        f.mat(b + "ffn_down.weight", e, ff)
     if merge:
-        vec("mm.input_norm.weight", e, 0.2, 1.0)
-        mat("mm.patch_merger.weight", e, e * merge * merge)
-    mat("mm.1.weight", n_text, e)
+        f.vec("mm.input_norm.weight", e, 0.2, 1.0)
+        f.mat("mm.patch_merger.weight", e, e * merge * merge)
+    f.mat("mm.1.weight", n_text, e)
     if not merge:
-        vec("mm.1.bias", n_text, 0.1)
-    mat("mm.2.weight", n_text, n_text)
+        f.vec("mm.1.bias", n_text, 0.1)
+    f.mat("mm.2.weight", n_text, n_text)
     if not merge:
-        vec("mm.2.bias", n_text, 0.1)
-    vec("v.token_embd.img_break", n_text, 1.0)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    os.replace(tmp, out_path)
+        f.vec("mm.2.bias", n_text, 0.1)
+    f.vec("v.token_embd.img_break", n_text, 1.0)
+    f.finish()
 
 
 def build_qwen2vl_mmproj(family, wtype, out_path):
@@ -839,71 +833,36 @@ def build_qwen2vl_mmproj(family, wtype, out_path):
     v25 = ty == "qwen2.5vl_merger"
     e, ff, ps, size = v["n_embd"], v["n_ff"], v["patch_size"], v["image_size"]
     n_text = p["n_embd"]
-    seed = sum(ord(c) * 131 ** i for i, c in enumerate(family + "/mmproj")) & ((1 << 63) - 1)
-    rng = SplitMix64(seed)
-    tmp = f"{out_path}.tmp{os.getpid()}"
-    w = gguf.GGUFWriter(tmp, "clip")
-    w.add_name("tiny synthetic projector")
-    w.add_bool("clip.has_vision_encoder", True)
-    w.add_bool("clip.has_text_encoder", False)
-    w.add_string("clip.projector_type", ty)
+    type_keys = []
     if v25:
-        w.add_bool("clip.use_silu", True)
-        w.add_uint32("clip.vision.n_wa_pattern", v["wa_pattern"])
-    w.add_uint32("clip.vision.image_size", size)
-    w.add_uint32("clip.vision.patch_size", ps)
-    w.add_uint32("clip.vision.embedding_length", e)
-    w.add_uint32("clip.vision.feed_forward_length", ff)
-    w.add_uint32("clip.vision.projection_dim", n_text)
-    w.add_uint32("clip.vision.attention.head_count", v["n_head"])
-    w.add_float32("clip.vision.attention.layer_norm_epsilon", v["eps"])
-    w.add_uint32("clip.vision.block_count", v["n_layer"])
-    w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
-    w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if wtype == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
-
-    def values(n, amp, centre=0.0):
-        return rng.uniform(n) * np.float32(amp) + np.float32(centre)
-
-    def mat(name, rows, cols):
-        x = values(rows * cols, 1.0 / np.sqrt(cols)).reshape(rows, cols)
-        if wtype == "f16":
-            w.add_tensor(name, x.astype(np.float16))
-        else:
-            w.add_tensor(name, quantize_q8_0(x), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-
-    def vec(name, n, amp, centre=0.0):
-        w.add_tensor(name, values(n, amp, centre))
-
+        type_keys = [("add_bool", "clip.use_silu", True),
+                     ("add_uint32", "clip.vision.n_wa_pattern", v["wa_pattern"])]
+    f = ProjectorWriter(family, wtype, out_path, ty, type_keys, n_text, (CLIP_MEAN, CLIP_STD))
     for suffix in ("", ".1"):
-        kernel = values(e * 3 * ps * ps, 1.0 / np.sqrt(6 * ps * ps)).reshape(e, 3, ps, ps)
-        w.add_tensor("v.patch_embd.weight" + suffix, kernel.astype(np.float16))
+        kernel = f.values(e * 3 * ps * ps, 1.0 / np.sqrt(6 * ps * ps)).reshape(e, 3, ps, ps)
+        f.tensor("v.patch_embd.weight" + suffix, kernel.astype(np.float16))
     for il in range(v["n_layer"]):
         b = f"v.blk.{il}."
         for part in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            mat(b + part + ".weight", e, e)
-            vec(b + part + ".bias", e, 0.1)
+            f.mat(b + part + ".weight", e, e)
+            f.vec(b + part + ".bias", e, 0.1)
         for ln in ("ln1", "ln2"):
-            vec(b + ln + ".weight", e, 0.2, 1.0)
+            f.vec(b + ln + ".weight", e, 0.2, 1.0)
             if not v25:
-                vec(b + ln + ".bias", e, 0.2)
+                f.vec(b + ln + ".bias", e, 0.2)
         for part in ("ffn_gate", "ffn_up") if v25 else ("ffn_up",):
-            mat(b + part + ".weight", ff, e)
-            vec(b + part + ".bias", ff, 0.1)
-        mat(b + "ffn_down.weight", e, ff)
-        vec(b + "ffn_down.bias", e, 0.1)
-    vec("v.post_ln.weight", e, 0.2, 1.0)
+            f.mat(b + part + ".weight", ff, e)
+            f.vec(b + part + ".bias", ff, 0.1)
+        f.mat(b + "ffn_down.weight", e, ff)
+        f.vec(b + "ffn_down.bias", e, 0.1)
+    f.vec("v.post_ln.weight", e, 0.2, 1.0)
     if not v25:
-        vec("v.post_ln.bias", e, 0.2)
-    mat("mm.0.weight", 4 * e, 4 * e)
-    vec("mm.0.bias", 4 * e, 0.1)
-    mat("mm.2.weight", n_text, 4 * e)
-    vec("mm.2.bias", n_text, 0.1)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    os.replace(tmp, out_path)
+        f.vec("v.post_ln.bias", e, 0.2)
+    f.mat("mm.0.weight", 4 * e, 4 * e)
+    f.vec("mm.0.bias", 4 * e, 0.1)
+    f.mat("mm.2.weight", n_text, 4 * e)
+    f.vec("mm.2.bias", n_text, 0.1)
+    f.finish()
 
 
 # LoRA adapters (`--lora NAME`), in llama.cpp's adapter GGUF form: for each adapted weight of
@@ -932,70 +891,23 @@ def build_llama4_mmproj(family, wtype, out_path):
     e, ff, ps, size = v["n_embd"], v["n_ff"], v["patch_size"], v["image_size"]
     n_text, s = p["n_embd"], v["scale_factor"]
     n_pos = (size // ps) ** 2 + 1
-    seed = sum(ord(c) * 131 ** i for i, c in enumerate(family + "/mmproj")) & ((1 << 63) - 1)
-    rng = SplitMix64(seed)
-    tmp = f"{out_path}.tmp{os.getpid()}"
-    w = gguf.GGUFWriter(tmp, "clip")
-    w.add_name("tiny synthetic projector")
-    w.add_bool("clip.has_vision_encoder", True)
-    w.add_bool("clip.has_text_encoder", False)
-    w.add_string("clip.projector_type", "llama4")
-    w.add_bool("clip.use_gelu", True)
-    w.add_uint32("clip.vision.image_size", size)
-    w.add_uint32("clip.vision.patch_size", ps)
-    w.add_uint32("clip.vision.embedding_length", e)
-    w.add_uint32("clip.vision.feed_forward_length", ff)
-    w.add_uint32("clip.vision.projection_dim", n_text)
-    w.add_uint32("clip.vision.attention.head_count", v["n_head"])
-    w.add_float32("clip.vision.attention.layer_norm_epsilon", v["eps"])
-    w.add_uint32("clip.vision.block_count", v["n_layer"])
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
-    w.add_uint32("clip.vision.projector.scale_factor", s)
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if wtype == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
-
-    def values(n, amp, centre=0.0):
-        return rng.uniform(n) * np.float32(amp) + np.float32(centre)
-
-    def mat(name, rows, cols):
-        x = values(rows * cols, 1.0 / np.sqrt(cols)).reshape(rows, cols)
-        if wtype == "f16":
-            w.add_tensor(name, x.astype(np.float16))
-        else:
-            w.add_tensor(name, quantize_q8_0(x), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-
-    def vec(name, n, amp, centre=0.0):
-        w.add_tensor(name, values(n, amp, centre))
-
-    kernel = values(e * 3 * ps * ps, 1.0 / np.sqrt(3 * ps * ps)).reshape(e, 3 * ps * ps)
-    w.add_tensor("v.patch_embd.weight", kernel.astype(np.float16) if wtype == "f16" else kernel)
-    vec("v.class_embd", e, 1.0)
-    w.add_tensor("v.position_embd.weight", values(n_pos * e, 0.5).reshape(n_pos, e))
-    vec("v.pre_ln.weight", e, 0.2, 1.0)
-    vec("v.pre_ln.bias", e, 0.2)
-    for il in range(v["n_layer"]):
-        b = f"v.blk.{il}."
-        for part in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            mat(b + part + ".weight", e, e)
-            vec(b + part + ".bias", e, 0.1)
-        for ln in ("ln1", "ln2"):
-            vec(b + ln + ".weight", e, 0.2, 1.0)
-            vec(b + ln + ".bias", e, 0.2)
-        mat(b + "ffn_up.weight", ff, e)
-        vec(b + "ffn_up.bias", ff, 0.1)
-        mat(b + "ffn_down.weight", e, ff)
-        vec(b + "ffn_down.bias", e, 0.1)
-    vec("v.post_ln.weight", e, 0.2, 1.0)
-    vec("v.post_ln.bias", e, 0.2)
+    f = ProjectorWriter(family, wtype, out_path, "llama4", [("add_bool", "clip.use_gelu", True)],
+                        n_text, ([0.5] * 3, [0.5] * 3),
+                        [("add_uint32", "clip.vision.projector.scale_factor", s)])
+    kernel = f.values(e * 3 * ps * ps, 1.0 / np.sqrt(3 * ps * ps)).reshape(e, 3 * ps * ps)
+    f.tensor("v.patch_embd.weight", kernel.astype(np.float16) if wtype == "f16" else kernel)
+    f.vec("v.class_embd", e, 1.0)
+    f.tensor("v.position_embd.weight", f.values(n_pos * e, 0.5).reshape(n_pos, e))
+    f.vec("v.pre_ln.weight", e, 0.2, 1.0)
+    f.vec("v.pre_ln.bias", e, 0.2)
+    f.layernorm_blocks(e, ff, v["n_layer"])
+    f.vec("v.post_ln.weight", e, 0.2, 1.0)
+    f.vec("v.post_ln.bias", e, 0.2)
     n1, n2 = v["adapter"]
-    mat("mm.model.mlp.1.weight", n1, e * s * s)
-    mat("mm.model.mlp.2.weight", n2, n1)
-    mat("mm.model.fc.weight", n_text, n2)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    os.replace(tmp, out_path)
+    f.mat("mm.model.mlp.1.weight", n1, e * s * s)
+    f.mat("mm.model.mlp.2.weight", n2, n1)
+    f.mat("mm.model.fc.weight", n_text, n2)
+    f.finish()
 
 
 def build_minicpmv_mmproj(family, wtype, out_path):
@@ -1011,78 +923,32 @@ def build_minicpmv_mmproj(family, wtype, out_path):
     v = p["mmproj"]
     e, ff, ps, size = v["n_embd"], v["n_ff"], v["patch_size"], v["image_size"]
     d, nq, grid = p["n_embd"], v["query_num"], 70
-    seed = sum(ord(c) * 131 ** i for i, c in enumerate(family + "/mmproj")) & ((1 << 63) - 1)
-    rng = SplitMix64(seed)
-    tmp = f"{out_path}.tmp{os.getpid()}"
-    w = gguf.GGUFWriter(tmp, "clip")
-    w.add_name("tiny synthetic projector")
-    w.add_bool("clip.has_vision_encoder", True)
-    w.add_bool("clip.has_text_encoder", False)
-    w.add_bool("clip.has_minicpmv_projector", True)
-    w.add_string("clip.projector_type", "resampler")
-    w.add_int32("clip.minicpmv_version", v["version"])
-    w.add_uint32("clip.minicpmv_query_num", nq)
-    w.add_bool("clip.use_gelu", True)
-    w.add_uint32("clip.vision.image_size", size)
-    w.add_uint32("clip.vision.patch_size", ps)
-    w.add_uint32("clip.vision.embedding_length", e)
-    w.add_uint32("clip.vision.feed_forward_length", ff)
-    w.add_uint32("clip.vision.projection_dim", 0)  # as the converter writes it
-    w.add_uint32("clip.vision.attention.head_count", v["n_head"])
-    w.add_float32("clip.vision.attention.layer_norm_epsilon", v["eps"])
-    w.add_uint32("clip.vision.block_count", v["n_layer"])
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if wtype == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
-
-    def values(n, amp, centre=0.0):
-        return rng.uniform(n) * np.float32(amp) + np.float32(centre)
-
-    def mat(name, rows, cols):
-        x = values(rows * cols, 1.0 / np.sqrt(cols)).reshape(rows, cols)
-        if wtype == "f16":
-            w.add_tensor(name, x.astype(np.float16))
-        else:
-            w.add_tensor(name, quantize_q8_0(x), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-
-    def vec(name, n, amp, centre=0.0):
-        w.add_tensor(name, values(n, amp, centre))
-
-    kernel = values(e * 3 * ps * ps, 1.0 / np.sqrt(3 * ps * ps)).reshape(e, 3, ps, ps)
-    w.add_tensor("v.patch_embd.weight", kernel.astype(np.float16))
-    vec("v.patch_embd.bias", e, 0.1)
-    pos = values(grid * grid * e, 0.5).reshape(grid * grid, e)
-    w.add_tensor("v.position_embd.weight", pos.astype(np.float16))
-    for il in range(v["n_layer"]):
-        b = f"v.blk.{il}."
-        for part in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            mat(b + part + ".weight", e, e)
-            vec(b + part + ".bias", e, 0.1)
-        for ln in ("ln1", "ln2"):
-            vec(b + ln + ".weight", e, 0.2, 1.0)
-            vec(b + ln + ".bias", e, 0.2)
-        mat(b + "ffn_up.weight", ff, e)
-        vec(b + "ffn_up.bias", ff, 0.1)
-        mat(b + "ffn_down.weight", e, ff)
-        vec(b + "ffn_down.bias", e, 0.1)
-    vec("v.post_ln.weight", e, 0.2, 1.0)
-    vec("v.post_ln.bias", e, 0.2)
-    w.add_tensor("resampler.query", values(nq * d, 1.0).reshape(nq, d))
-    mat("resampler.kv.weight", d, e)
+    type_keys = [("add_bool", "clip.has_minicpmv_projector", True),
+                 ("add_int32", "clip.minicpmv_version", v["version"]),
+                 ("add_uint32", "clip.minicpmv_query_num", nq),
+                 ("add_bool", "clip.use_gelu", True)]
+    # projection_dim 0, as the converter writes it
+    f = ProjectorWriter(family, wtype, out_path, "resampler", type_keys, 0, ([0.5] * 3, [0.5] * 3))
+    kernel = f.values(e * 3 * ps * ps, 1.0 / np.sqrt(3 * ps * ps)).reshape(e, 3, ps, ps)
+    f.tensor("v.patch_embd.weight", kernel.astype(np.float16))
+    f.vec("v.patch_embd.bias", e, 0.1)
+    pos = f.values(grid * grid * e, 0.5).reshape(grid * grid, e)
+    f.tensor("v.position_embd.weight", pos.astype(np.float16))
+    f.layernorm_blocks(e, ff, v["n_layer"])
+    f.vec("v.post_ln.weight", e, 0.2, 1.0)
+    f.vec("v.post_ln.bias", e, 0.2)
+    f.tensor("resampler.query", f.values(nq * d, 1.0).reshape(nq, d))
+    f.mat("resampler.kv.weight", d, e)
     for ln in ("q", "kv", "post"):
-        vec(f"resampler.ln_{ln}.weight", d, 0.2, 1.0)
-        vec(f"resampler.ln_{ln}.bias", d, 0.2)
+        f.vec(f"resampler.ln_{ln}.weight", d, 0.2, 1.0)
+        f.vec(f"resampler.ln_{ln}.bias", d, 0.2)
     for part in ("q", "k", "v", "out"):
-        mat(f"resampler.attn.{part}.weight", d, d)
-        vec(f"resampler.attn.{part}.bias", d, 0.1)
-    mat("resampler.proj.weight", d, d)
+        f.mat(f"resampler.attn.{part}.weight", d, d)
+        f.vec(f"resampler.attn.{part}.bias", d, 0.1)
+    f.mat("resampler.proj.weight", d, d)
     # The converter's table: sin-cos of 70x70 positions (its values are not read).
-    w.add_tensor("resampler.pos_embed_k", values(grid * grid * d, 1.0).reshape(grid * grid, d))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    os.replace(tmp, out_path)
+    f.tensor("resampler.pos_embed_k", f.values(grid * grid * d, 1.0).reshape(grid * grid, d))
+    f.finish()
 
 
 def build_lora(name, family, out_path):

@@ -26,7 +26,7 @@ const KEY_PAD: usize = 16;
 /// every CPU variant gives the same bits; the variant only sets the width the loops are
 /// compiled for.
 pub fn attention(q: &[f32], k: &[f32], v: &[f32], n: usize, n_head: usize, scale: f32) -> Vec<f32> {
-    attention_with(crate::cpu::isa(), q, k, v, n, n_head, scale)
+    cross_attention(q, k, v, n, n_head, scale)
 }
 
 /// Multi-head attention of `q`'s rows over the `n` rows of `k` and `v` (all `n_head · d`
@@ -40,12 +40,10 @@ pub fn cross_attention(
     n_head: usize,
     scale: f32,
 ) -> Vec<f32> {
-    let isa = crate::cpu::isa();
-    let n_query = q.len() / (k.len() / n);
-    queries_over_keys(isa, q, n_query, k, v, n, n_head, scale)
+    attention_with(crate::cpu::isa(), q, k, v, n, n_head, scale)
 }
 
-/// [`attention`] with the kernels of `isa` (which this CPU must support).
+/// [`cross_attention`] with the kernels of `isa` (which this CPU must support).
 fn attention_with(
     isa: Isa,
     q: &[f32],
@@ -55,23 +53,9 @@ fn attention_with(
     n_head: usize,
     scale: f32,
 ) -> Vec<f32> {
-    queries_over_keys(isa, q, n, k, v, n, n_head, scale)
-}
-
-/// `n_query` rows of `q` attending over the `n` rows of `k` and `v`.
-#[allow(clippy::too_many_arguments)]
-fn queries_over_keys(
-    isa: Isa,
-    q: &[f32],
-    n_query: usize,
-    k: &[f32],
-    v: &[f32],
-    n: usize,
-    n_head: usize,
-    scale: f32,
-) -> Vec<f32> {
     let width = k.len() / n;
     let d = width / n_head;
+    let n_query = q.len() / width;
     let n_pad = n.next_multiple_of(KEY_PAD);
     // Each head's keys transposed (`d × n_pad`, the padding keys zero).
     let mut kt = vec![0f32; n_head * d * n_pad];

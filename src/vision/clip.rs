@@ -143,6 +143,27 @@ impl VisionHparams {
         }
     }
 
+    /// Small hyperparameters for unit tests: an `image_size` input of `patch_size` patches,
+    /// width 4, one block, a mean and deviation of 0.5, no merging.
+    #[cfg(test)]
+    pub(super) fn tiny(image_size: usize, patch_size: usize) -> VisionHparams {
+        VisionHparams {
+            image_size,
+            patch_size,
+            n_embd: 4,
+            n_ff: 8,
+            n_head: 1,
+            n_layer: 1,
+            eps: 1e-6,
+            image_mean: [0.5; 3],
+            image_std: [0.5; 3],
+            ffn_act: FfnActivation::Gelu,
+            feature_layers: Vec::new(),
+            n_merge: 1,
+            longest_edge: None,
+        }
+    }
+
     /// Image tokens per side of one encoded input after merging (`n_merge` divides the
     /// patches per side).
     pub fn tokens_per_side(&self) -> usize {

@@ -297,24 +297,9 @@ fn sincos_2d(d: usize, x: usize, y: usize) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vision::FfnActivation;
 
     fn hp(image_size: usize, patch_size: usize) -> VisionHparams {
-        VisionHparams {
-            image_size,
-            patch_size,
-            n_embd: 4,
-            n_ff: 8,
-            n_head: 1,
-            n_layer: 1,
-            eps: 1e-6,
-            image_mean: [0.5; 3],
-            image_std: [0.5; 3],
-            ffn_act: FfnActivation::Gelu,
-            feature_layers: Vec::new(),
-            n_merge: 1,
-            longest_edge: None,
-        }
+        VisionHparams::tiny(image_size, patch_size)
     }
 
     #[test]

@@ -301,23 +301,12 @@ fn normalise(img: &RgbImage, mean: &[f32; 3], std: &[f32; 3]) -> PlanarImage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vision::FfnActivation;
 
     fn hp(image_size: usize, longest_edge: Option<usize>) -> VisionHparams {
         VisionHparams {
-            image_size,
-            patch_size: 2,
-            n_embd: 4,
-            n_ff: 8,
-            n_head: 1,
-            n_layer: 1,
-            eps: 1e-6,
-            image_mean: [0.5; 3],
-            image_std: [0.5; 3],
-            ffn_act: FfnActivation::Gelu,
-            feature_layers: Vec::new(),
             n_merge: 2,
             longest_edge,
+            ..VisionHparams::tiny(image_size, 2)
         }
     }
 

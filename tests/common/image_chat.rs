@@ -38,6 +38,32 @@ pub fn ask(url: &str, text: &str) -> Value {
     })
 }
 
+/// The first case of `family` in tests/data/vision/greedy.json, which must be `prompt` after
+/// the one `w`×`h` picture, asked of a server with the family's synthetic pair (one slot, chat
+/// template `template`) as an OpenAI `image_url` request, twice ([`answers_twice`]): returns
+/// the prompt's token count, or `None` (skip) where the pair cannot be made.
+pub fn first_case_as_chat(
+    family: &str,
+    template: &str,
+    prompt: &str,
+    (w, h): (usize, usize),
+) -> Option<u64> {
+    let (text, mmproj) = super::llava::family_pair(family)?;
+    let case = greedy_case(family);
+    assert_eq!(
+        (&case["prompt"], &case["pictures"]),
+        (
+            &serde_json::json!(prompt),
+            &serde_json::json!([format!("{w}x{h}")])
+        )
+    );
+    let mm = mmproj.to_str().unwrap();
+    let args = ["--mmproj", mm, "--chat-template", template, "-np", "1"];
+    let srv = super::server::start_with(&text, &args);
+    let body = ask(&data_url(&super::llava::picture_png(w, h)), prompt);
+    Some(answers_twice(srv.port, &body, &case["text"]))
+}
+
 /// The first case of `family` in tests/data/vision/greedy.json.
 pub fn greedy_case(family: &str) -> Value {
     let path = super::projector::data_dir().join("greedy.json");
