@@ -113,6 +113,36 @@ pub fn family_pair(family: &str) -> Option<(PathBuf, PathBuf)> {
     Some((text, mmproj))
 }
 
+/// The projector `bytes` refused by the loader (its message holds `load_error`) and by the CLI
+/// with text model `text` and a picture: one line naming `cli_error`, exit status 1.
+pub fn refused_everywhere(text: &Path, bytes: &[u8], load_error: &str, cli_error: &str) {
+    let file = llamafile::gguf::GgufFile::from_bytes(bytes.to_vec()).unwrap();
+    let err = llamafile::vision::Projector::load(std::sync::Arc::new(file))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains(load_error), "{err}");
+    let dir = std::env::temp_dir().join(format!(
+        "llamafile-bad-projector-{}-{}",
+        std::process::id(),
+        cli_error.len()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (bad, pic) = (dir.join("bad.gguf"), dir.join("pic.png"));
+    std::fs::write(&bad, bytes).unwrap();
+    std::fs::write(&pic, picture_png(130, 50)).unwrap();
+    let (text, bad, pic) = (
+        text.to_str().unwrap(),
+        bad.to_str().unwrap(),
+        pic.to_str().unwrap(),
+    );
+    let args = ["-m", text, "--mmproj", bad, "--image", pic, "-p", "hi"];
+    let out = super::llamafile(&args);
+    super::assert_one_line_error(&out, cli_error);
+    assert_eq!(out.status.code(), Some(1));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// The test picture, `w`×`h`, as PNG bytes.
 pub fn picture_png(w: usize, h: usize) -> Vec<u8> {
     let pic = super::picture::picture(w, h);
