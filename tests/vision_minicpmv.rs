@@ -5,7 +5,8 @@
 //! (tools/make-vision-refs.py), through the whole path (PNG decoding, LLaVA-UHD's choice of
 //! overview size and slice grid, bicubic stretching and fitting with black padding, slices of
 //! their own sizes, normalisation, the tower, the resampler), on a picture that is the overview
-//! alone, one cut into 2×1 slices and one into 2×2; the server's answer to an `image_url`
+//! alone, one cut into 2×1 slices and one into 2×2 (and, for the version-2 projector of
+//! MiniCPM-V 2.5's layout, the 2×2 one); the server's answer to an `image_url`
 //! request as llama-mtmd-cli's; refusals in one line. The CLI's greedy text after these images
 //! is checked with the other families' in tests/vision_llama_cpp.rs.
 
@@ -17,20 +18,32 @@ use common::picture::picture;
 use common::projector::{png, records, synth_projector, tolerance, worst_relative};
 use llamafile::vision::{decode, preprocess_tiles, Projector, ProjectorType};
 
-fn projector(ty: &str, tag: &str) -> Option<Projector> {
+/// `family`: `minicpmv` (version 3, MiniCPM-V 2.6's layout) or `minicpmv25` (version 2).
+fn projector(family: &str, ty: &str, tag: &str) -> Option<Projector> {
     synth_projector(
-        "minicpmv",
+        family,
         ty,
         tag,
         "siglip_mmproj_sha256",
-        &format!("minicpmv-{ty}"),
+        &format!("{family}-{ty}"),
     )
 }
 
 /// Every encoded input of the `w`×`h` picture (the overview of `overview` pixels, then the
 /// slices of `grid`) within [`tolerance`] of llama.cpp's records, counted before encoding.
 fn compare(ty: &str, w: usize, h: usize, overview: (usize, usize), grid: Option<(usize, usize)>) {
-    let Some(proj) = projector(ty, &format!("{w}x{h}")) else {
+    compare_family("minicpmv", ty, w, h, overview, grid)
+}
+
+fn compare_family(
+    family: &str,
+    ty: &str,
+    w: usize,
+    h: usize,
+    overview: (usize, usize),
+    grid: Option<(usize, usize)>,
+) {
+    let Some(proj) = projector(family, ty, &format!("{w}x{h}")) else {
         return;
     };
     let img = decode(&png(&picture(w, h))).unwrap();
@@ -38,7 +51,7 @@ fn compare(ty: &str, w: usize, h: usize, overview: (usize, usize), grid: Option<
     assert_eq!(tiles.grid, grid, "{w}x{h}: slice grid");
     let first = &tiles.images[0];
     assert_eq!((first.width, first.height), overview, "the overview first");
-    let theirs = records(&format!("minicpmv-{ty}-{w}x{h}.emb"));
+    let theirs = records(&format!("{family}-{ty}-{w}x{h}.emb"));
     assert_eq!(tiles.images.len(), theirs.len(), "inputs encoded");
     let total: usize = theirs.iter().map(|r| r.0).sum();
     assert_eq!(proj.n_tokens_for(w, h), total, "counted before encoding");
@@ -51,8 +64,8 @@ fn compare(ty: &str, w: usize, h: usize, overview: (usize, usize), grid: Option<
         );
         worst = worst.max(worst_relative(&proj.encode(input), want));
     }
-    eprintln!("minicpmv {ty} {w}x{h}: max |ours - llama.cpp| / max |llama.cpp| = {worst:.2e}");
-    assert!(worst < tolerance(ty), "minicpmv {ty} {w}x{h}: {worst}");
+    eprintln!("{family} {ty} {w}x{h}: max |ours - llama.cpp| / max |llama.cpp| = {worst:.2e}");
+    assert!(worst < tolerance(ty), "{family} {ty} {w}x{h}: {worst}");
 }
 
 // 84×84 fits one 112-pixel input: stretched to 112×112, alone. 130×50: the overview in whole
@@ -90,8 +103,41 @@ fn q8_0_four_slices() {
 }
 
 #[test]
+fn version_2_f16_four_slices() {
+    compare_family("minicpmv25", "f16", 250, 180, (126, 98), Some((2, 2)));
+}
+
+#[test]
+fn version_2_q8_0_four_slices() {
+    compare_family("minicpmv25", "q8_0", 250, 180, (126, 98), Some((2, 2)));
+}
+
+/// MiniCPM-V 2.5's layout: all the slices inside one `<slice>` … `</slice>`, each between
+/// `<image>` and `</image>` (its greedy text after images is checked in vision_llama_cpp.rs).
+#[test]
+fn version_2_layout() {
+    let Some(p) = projector("minicpmv25", "f16", "layout") else {
+        return;
+    };
+    let t = p.layout().tiles.unwrap();
+    assert!(t.overview_first);
+    assert_eq!(
+        (t.tiles_begin, t.tiles_end),
+        (&["<slice>"][..], &["</slice>"][..])
+    );
+    assert_eq!(
+        (t.tile_open, t.tile_close),
+        (&["<image>"][..], &["</image>"][..])
+    );
+    assert_eq!(
+        (t.overview_begin, t.row_end),
+        (&["<image>"][..], &["\n"][..])
+    );
+}
+
+#[test]
 fn type_tokens_and_layout() {
-    let Some(p) = projector("f16", "types") else {
+    let Some(p) = projector("minicpmv", "f16", "types") else {
         return;
     };
     assert_eq!(p.ty, ProjectorType::Minicpmv);

@@ -54,6 +54,8 @@ CASES = {
     # MiniCPM-V, 112-pixel inputs: 84×84 is the overview alone (stretched to 112×112); 130×50
     # the overview (126×56) and 2×1 slices of 126×98; 250×180 the overview (126×98) and 2×2.
     "minicpmv": [(84, 84), (130, 50), (250, 180)],
+    # MiniCPM-V 2.5's layout (version 2): one sliced picture.
+    "minicpmv25": [(250, 180)],
 }
 
 
@@ -101,6 +103,11 @@ GREEDY = [
     # MiniCPM-V: "Compare them." after the 84×84 and 250×180 pictures prints half of a UTF-8
     # character, so not a case.
     ("minicpmv", "chatml", "Compare them.", [(84, 84), (130, 50)]),
+    ("minicpmv25", "llama3", "Describe.", [(250, 180)]),
+    # MiniCPM-V 2.5: "Look: <__media__> What is it?" after the 130×50 picture is a near tie at
+    # its ninth token (llama.cpp's f16 and Q8_0 projectors choose apart), and "What is it?"
+    # prints half of a UTF-8 character, so neither is a case.
+    ("minicpmv25", "llama3", "Compare them.", [(84, 84), (130, 50)]),
 ]
 
 

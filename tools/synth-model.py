@@ -12,7 +12,8 @@ the SHA-256 recorded with the reference logits).
     tools/synth-model.py FAMILY TYPE OUT.gguf [--vocab-from SMOLLM2.gguf]
     tools/synth-model.py --mmproj FAMILY TYPE OUT.gguf   (a vision projector: llava, gemma3,
                                                           smolvlm, pixtral, mistral3, qwen2vl,
-                                                          qwen25vl, llama4, minicpmv)
+                                                          qwen25vl, llama4, minicpmv,
+                                                          minicpmv25)
     tools/synth-model.py --lora NAME FAMILY f16 OUT.gguf   (a LoRA adapter for FAMILY's model:
                                                           see LORAS)
     tools/synth-model.py --list
@@ -207,6 +208,15 @@ FAMILIES = {
                      mmproj=dict(type="resampler", image_size=112, patch_size=14, n_embd=128,
                                  n_head=4, n_ff=320, n_layer=3, eps=1e-6, version=3,
                                  query_num=16)),
+    # MiniCPM-Llama3-V 2.5's: a llama text side with the same tokens, and the projector with
+    # clip.minicpmv_version 2, whose slices mtmd writes inside one <slice> ... </slice>, each
+    # between <image> and </image>.
+    "minicpmv25": dict(arch="llama", n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
+                       n_layer=2, rope_base=500000.0, output=True,
+                       extra_tokens=["<image>", "</image>", "<slice>", "</slice>"],
+                       mmproj=dict(type="resampler", image_size=112, patch_size=14, n_embd=128,
+                                   n_head=4, n_ff=320, n_layer=3, eps=1e-6, version=2,
+                                   query_num=16)),
     # BERT encoders (bge-small/MiniLM style: learned positions, token types, post-norms, GELU),
     # with their own small WordPiece vocabulary (BERT_WORDS; --vocab-from is not read): `bert`
     # an embedding model (mean pooling), `bert-rerank` a bge-reranker-style cross-encoder (rank
