@@ -1,7 +1,8 @@
 //! Image decoding and preprocessing of arbitrary bytes: format sniffing, the size limit read
 //! from the header, the decoders, then each projector type's preparation (LLaVA's and Gemma
 //! 3's fit-and-pad resampling, Idefics3's resizing and tiling, with and without a longest
-//! side, Pixtral's own size in whole patches within its budget) and normalisation. Errors are
+//! side, Pixtral's own size in whole patches within its budget, MiniCPM-V's overview and
+//! slices) and normalisation. Errors are
 //! fine; panics, hangs and allocations beyond the limit are not.
 
 #![no_main]
@@ -44,6 +45,13 @@ fuzz_target!(|data: &[u8]| {
             ProjectorType::Mlp | ProjectorType::Gemma3 | ProjectorType::Idefics3 => {
                 assert_eq!((pre.width, pre.height), (28, 28))
             }
+            // MiniCPM-V's overview: whole patches (not merged windows), about the input's area.
+            ProjectorType::Minicpmv => {
+                let (cols, rows) = (pre.width / 14, pre.height / 14);
+                assert!(
+                    cols >= 1 && rows >= 1 && cols * 14 == pre.width && rows * 14 == pre.height
+                );
+            }
             // The types that keep the image's size: whole windows of merged patches, within
             // their token budgets (at most 4096 here).
             _ => {
@@ -55,6 +63,13 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         assert!(pre.data.iter().all(|v| v.is_finite()));
+    }
+    // MiniCPM-V's slices: the overview and at most 9 slices, each in whole patches.
+    let tiles = vision::preprocess_tiles(&img, ProjectorType::Minicpmv, &hp);
+    let n_slices = tiles.grid.map_or(0, |(c, r)| c * r);
+    assert!(n_slices <= 9 && tiles.images.len() == n_slices + 1);
+    for t in &tiles.images {
+        assert!(t.width >= 14 && t.height >= 14 && t.width % 14 == 0 && t.height % 14 == 0);
     }
     let tiles = vision::preprocess_tiles(&img, ProjectorType::Idefics3, &hp);
     let (cols, rows) = tiles.grid.expect("idefics3 tiles");

@@ -331,6 +331,15 @@ mod tests {
         assert_eq!(plan.refined.map(|r| r.1), Some((2, 2)));
     }
 
+    /// The image fuzz target's 2×58 GIF (28-pixel inputs, 14-pixel patches): its overview keeps
+    /// its small area (one patch wide, the half patch rounded up), the slices are a 1×2 column.
+    #[test]
+    fn a_thin_image_gets_whole_patches() {
+        let plan = slice_plan(2, 58, &hp(28, 14));
+        assert_eq!(plan.overview, (14, 56));
+        assert_eq!(plan.refined, Some(((14, 224), (1, 2))));
+    }
+
     #[test]
     fn grids_skip_one_cell_and_keep_the_first_of_a_tie() {
         // A wide strip's area is under one input: counts 0 and 2, 2 → (1, 2) or (2, 1).
