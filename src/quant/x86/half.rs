@@ -365,8 +365,9 @@ pub(super) unsafe fn dot<H: Half>(w: &[u8], a: &[u8]) -> f32 {
 /// tiles of six rows × two tokens (twelve accumulators, two activations and a weight vector:
 /// fifteen of sixteen registers). tinyBLAS's own 4 × 3 needs all sixteen, and the compiler then
 /// kept an accumulator in memory, a store and a load in its chain every step: 100 GFLOP/s on
-/// two Zen 4 cores for gemma3-base's products, against 200 for 6 × 2 and 192 for 3 × 3. `ggml_vec_dot_f16`'s order: one row × three tokens (four
-/// accumulators per product; two rows would spill).
+/// two Zen 4 cores for gemma3-base's products, against 200 for 6 × 2 and 192 for 3 × 3.
+/// `ggml_vec_dot_f16`'s order: one row × three tokens (four accumulators per product; two rows
+/// would spill).
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
@@ -515,33 +516,47 @@ pub(super) unsafe fn gemm_avx512<H: Half>(
     t_stride: usize,
     r_stride: usize,
 ) {
+    let split = crate::cpu::splits_512();
+    // SAFETY: forwarded from the caller.
+    unsafe { gemm_avx512_tiles::<H>(split, w, rows, acts, pairs, out, t_stride, r_stride) }
+}
+
+/// [`gemm_avx512`] with the form of its tinyBLAS-order tiles chosen: 256-bit (`split`) or
+/// 512-bit pairs. Same bits either way.
+///
+/// # Safety
+/// As for [`gemm_avx512`].
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma,f16c")]
+unsafe fn gemm_avx512_tiles<H: Half>(
+    split: bool,
+    w: &[u8],
+    rows: usize,
+    acts: &PackedActs,
+    pairs: Range<usize>,
+    out: &mut [f32],
+    t_stride: usize,
+    r_stride: usize,
+) {
     // SAFETY: the caller guarantees the CPU features.
     unsafe {
-        if acts.n_blocks.is_multiple_of(LANES) {
-            match crate::cpu::splits_512() {
-                true => gemm_shape::<H, 6, 4>(
-                    Width::Lanes8,
-                    w,
-                    rows,
-                    acts,
-                    pairs,
-                    out,
-                    t_stride,
-                    r_stride,
-                ),
-                false => gemm_shape::<H, 6, 6>(
-                    Width::Lanes8Pairs,
-                    w,
-                    rows,
-                    acts,
-                    pairs,
-                    out,
-                    t_stride,
-                    r_stride,
-                ),
+        match (acts.n_blocks.is_multiple_of(LANES), split) {
+            (true, true) => {
+                gemm_shape::<H, 6, 4>(Width::Lanes8, w, rows, acts, pairs, out, t_stride, r_stride)
             }
-        } else {
-            gemm_shape::<H, 3, 4>(Width::Zmm, w, rows, acts, pairs, out, t_stride, r_stride)
+            (true, false) => gemm_shape::<H, 6, 6>(
+                Width::Lanes8Pairs,
+                w,
+                rows,
+                acts,
+                pairs,
+                out,
+                t_stride,
+                r_stride,
+            ),
+            (false, _) => {
+                gemm_shape::<H, 3, 4>(Width::Zmm, w, rows, acts, pairs, out, t_stride, r_stride)
+            }
         }
     }
 }
@@ -711,5 +726,45 @@ unsafe fn matvec_rows<H: Half, const R: usize>(
         // SAFETY: as above.
         unsafe { tile::<H, _, 1, 1>(width, [row(full + i)], x, n, &mut v) };
         *o = v[0][0];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::gemm::pack_acts;
+    use crate::quant::{quantize_row, GgmlType};
+
+    /// The 256-bit tiles Zen 4 takes and the 512-bit pair tiles give the same bits, checked on
+    /// every AVX-512 CPU whichever of the two it runs (rows and tokens off both tile shapes).
+    #[test]
+    fn both_avx512_tile_forms_give_the_same_bits() {
+        if !crate::cpu::supports(crate::cpu::Isa::Avx512) {
+            return;
+        }
+        let (n, rows, tokens) = (776, 13, 11);
+        let values = |len: usize, seed: usize| -> Vec<u8> {
+            let x: Vec<f32> = (0..len)
+                .map(|i| ((i * 7919 + seed) % 1013) as f32 / 506.5 - 1.0)
+                .collect();
+            let mut b = vec![0u8; 2 * len];
+            for (src, dst) in x.chunks(n).zip(b.chunks_mut(2 * n)) {
+                quantize_row(GgmlType::F16, src, dst);
+            }
+            b
+        };
+        let (w, a) = (values(rows * n, 1), values(tokens * n, 2));
+        let acts = pack_acts(GgmlType::F16, n, &a, tokens);
+        let pairs = 0..acts.n_pairs();
+        let mut outs = [vec![f32::NAN; rows * tokens], vec![f32::NAN; rows * tokens]];
+        for (split, out) in [false, true].into_iter().zip(&mut outs) {
+            // SAFETY: the CPU supports AVX-512 (checked above); the lengths are whole rows.
+            unsafe {
+                gemm_avx512_tiles::<F16>(split, &w, rows, &acts, pairs.clone(), out, rows, 1)
+            };
+        }
+        let bits = |o: &[f32]| o.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&outs[0]), bits(&outs[1]));
+        assert!(outs[0].iter().all(|v| v.is_finite()));
     }
 }
