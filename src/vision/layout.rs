@@ -144,25 +144,30 @@ impl Projector {
             // `<image>` and `</image>`), `\n` after each row of slices but the last. A fixed
             // count of tokens per slice; llama.cpp reads no token budget for it.
             ProjectorType::Minicpmv => {
+                let slices = TileLayout {
+                    overview_first: true,
+                    tile_open: &["<slice>"],
+                    tile_close: &["</slice>"],
+                    row_end: &["\n"],
+                    overview_begin: &["<image>"],
+                    overview_end: &["</image>"],
+                    ..TileLayout::NONE
+                };
                 let v25 = matches!(&self.head, Head::Minicpmv(m) if m.version == 2);
-                let (tiles_begin, tile_open, tile_close): (&[&str], &[&str], &[&str]) = match v25 {
-                    true => (&["<slice>"], &["<image>"], &["</image>"]),
-                    false => (&[], &["<slice>"], &["</slice>"]),
+                let tiles = match v25 {
+                    true => TileLayout {
+                        tiles_begin: &["<slice>"],
+                        tiles_end: &["</slice>"],
+                        tile_open: &["<image>"],
+                        tile_close: &["</image>"],
+                        ..slices
+                    },
+                    false => slices,
                 };
                 ImageLayout {
                     begin: "",
                     end: "",
-                    tiles: Some(TileLayout {
-                        overview_first: true,
-                        tiles_begin,
-                        tiles_end: if v25 { &["</slice>"] } else { &[] },
-                        tile_open,
-                        tile_close,
-                        row_end: &["\n"],
-                        overview_begin: &["<image>"],
-                        overview_end: &["</image>"],
-                        ..TileLayout::NONE
-                    }),
+                    tiles: Some(tiles),
                     causal: true,
                     dynamic_size: false,
                 }

@@ -261,10 +261,9 @@ impl Projector {
         let mut values = self.linear(&t.kv, x, n);
         layer_norm_rows(&mut values, d, &t.ln_kv.w, &t.ln_kv.b, eps);
         let mut keys = values.clone();
+        let omega = key_frequencies(d);
         for (i, row) in keys.chunks_exact_mut(d).enumerate() {
-            for (k, s) in row.iter_mut().zip(sincos_2d(d, i % cols, i / cols)) {
-                *k += s;
-            }
+            add_sincos_2d(row, &omega, i % cols, i / cols);
         }
         let mut query = t.query.clone();
         layer_norm_rows(&mut query, d, &t.ln_q.w, &t.ln_q.b, eps);
@@ -279,19 +278,28 @@ impl Projector {
     }
 }
 
-/// The resampler's key position of the patch at column `x`, row `y`: `d/4` frequencies
-/// `ω_i = 1 / 10000^(i / (d/4))`, then `[sin xω, cos xω, sin yω, cos yω]`, in f32 as ggml
-/// computes them.
-fn sincos_2d(d: usize, x: usize, y: usize) -> Vec<f32> {
+/// The `d/4` frequencies of the resampler's key positions: `ω_i = 1 / 10000^(i / (d/4))`, in
+/// f32 as llama.cpp computes them.
+fn key_frequencies(d: usize) -> Vec<f32> {
     let quarter = d / 4;
-    let omega = (0..quarter).map(|i| 1.0 / 10000f32.powf(i as f32 / quarter as f32));
-    let (tx, ty): (Vec<f32>, Vec<f32>) = omega.map(|w| (w * x as f32, w * y as f32)).unzip();
-    let mut out = Vec::with_capacity(d);
-    out.extend(tx.iter().map(|t| t.sin()));
-    out.extend(tx.iter().map(|t| t.cos()));
-    out.extend(ty.iter().map(|t| t.sin()));
-    out.extend(ty.iter().map(|t| t.cos()));
-    out
+    (0..quarter)
+        .map(|i| 1.0 / 10000f32.powf(i as f32 / quarter as f32))
+        .collect()
+}
+
+/// Adds to `row` (`4 · omega.len()` wide) the key position of the patch at column `x`, row `y`:
+/// `[sin xω, cos xω, sin yω, cos yω]`, each angle the f32 product as ggml takes it.
+fn add_sincos_2d(row: &mut [f32], omega: &[f32], x: usize, y: usize) {
+    let (sx, rest) = row.split_at_mut(omega.len());
+    let (cx, rest) = rest.split_at_mut(omega.len());
+    let (sy, cy) = rest.split_at_mut(omega.len());
+    for (i, w) in omega.iter().enumerate() {
+        let (tx, ty) = (w * x as f32, w * y as f32);
+        sx[i] += tx.sin();
+        cx[i] += tx.cos();
+        sy[i] += ty.sin();
+        cy[i] += ty.cos();
+    }
 }
 
 #[cfg(test)]
@@ -351,7 +359,8 @@ mod tests {
 
     #[test]
     fn key_positions_are_sines_then_cosines_of_each_axis() {
-        let s = sincos_2d(8, 3, 5);
+        let mut s = vec![0f32; 8];
+        add_sincos_2d(&mut s, &key_frequencies(8), 3, 5);
         // ω = 1, 0.01 for d/4 = 2.
         let want = [
             3f32.sin(),

@@ -125,12 +125,7 @@ pub fn preprocess_tiles(img: &RgbImage, ty: ProjectorType, hp: &VisionHparams) -
             let (refined, overview) = idefics3(img, hp);
             let t = hp.image_size;
             let (cols, rows) = (refined.width / t, refined.height / t);
-            let mut images = Vec::with_capacity(cols * rows + 1);
-            for y in 0..rows {
-                for x in 0..cols {
-                    images.push(norm(&crop(&refined, x * t, y * t, t, t)));
-                }
-            }
+            let mut images: Vec<_> = cells(&refined, cols, rows).map(|c| norm(&c)).collect();
             images.push(norm(&overview));
             Tiles {
                 images,
@@ -152,14 +147,8 @@ pub fn preprocess_tiles(img: &RgbImage, ty: ProjectorType, hp: &VisionHparams) -
                 };
             };
             let refined = fit_padded(img, rw, rh, Filter::Bicubic, [0; 3]);
-            let (sw, sh) = (rw / cols, rh / rows);
-            let mut images = Vec::with_capacity(cols * rows + 1);
-            images.push(overview);
-            for y in 0..rows {
-                for x in 0..cols {
-                    images.push(norm(&crop(&refined, x * sw, y * sh, sw, sh)));
-                }
-            }
+            let mut images = vec![overview];
+            images.extend(cells(&refined, cols, rows).map(|c| norm(&c)));
             Tiles {
                 images,
                 grid: Some((cols, rows)),
@@ -176,12 +165,7 @@ pub fn preprocess_tiles(img: &RgbImage, ty: ProjectorType, hp: &VisionHparams) -
             };
             let refined = fit_padded(img, rw, rh, Filter::Bicubic, [0; 3]);
             let (cols, rows) = (rw / t, rh / t);
-            let mut images = Vec::with_capacity(cols * rows + 1);
-            for y in 0..rows {
-                for x in 0..cols {
-                    images.push(norm(&crop(&refined, x * t, y * t, t, t)));
-                }
-            }
+            let mut images: Vec<_> = cells(&refined, cols, rows).map(|c| norm(&c)).collect();
             images.push(overview);
             Tiles {
                 images,
@@ -267,6 +251,12 @@ fn idefics3(img: &RgbImage, hp: &VisionHparams) -> (RgbImage, RgbImage) {
             (refined, overview)
         }
     }
+}
+
+/// `img` cut into a grid of `cols` × `rows` equal cells, row by row.
+fn cells(img: &RgbImage, cols: usize, rows: usize) -> impl Iterator<Item = RgbImage> + '_ {
+    let (w, h) = (img.width / cols, img.height / rows);
+    (0..rows * cols).map(move |k| crop(img, k % cols * w, k / cols * h, w, h))
 }
 
 /// The `w`×`h` part of `img` whose top-left corner is (`x`, `y`).

@@ -122,10 +122,11 @@ pub fn refused_everywhere(text: &Path, bytes: &[u8], load_error: &str, cli_error
         .unwrap()
         .to_string();
     assert!(err.contains(load_error), "{err}");
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!(
-        "llamafile-bad-projector-{}-{}",
-        std::process::id(),
-        cli_error.len()
+        "llamafile-bad-projector-{}-{call}",
+        std::process::id()
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let (bad, pic) = (dir.join("bad.gguf"), dir.join("pic.png"));
