@@ -179,7 +179,7 @@ fn tower_matmul_speed() {
     use llamafile::quant::{quantize_row, GgmlType};
     let threads = std::env::var("VISION_BENCH_THREADS").map_or(2, |v| v.parse().unwrap());
     llamafile::pool::init(threads);
-    let n = 196;
+    let n = std::env::var("VISION_BENCH_TOKENS").map_or(196, |v| v.parse().unwrap());
     for ty in [GgmlType::F16, GgmlType::Q8_0] {
         for (rows, cols) in [(768usize, 768usize), (3072, 768), (768, 3072)] {
             let wf: Vec<f32> = (0..rows * cols)
@@ -233,4 +233,35 @@ fn thread_cpu_s() -> f64 {
     // SAFETY: `ts` is a valid timespec for the call to fill.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// The tower's attention alone (profiling aid): 196 positions, 12 heads of 64 (gemma3-base's
+/// shape) on 2 threads (`VISION_BENCH_THREADS`); prints the best of many runs.
+#[test]
+#[ignore = "benchmark: run with --ignored --nocapture"]
+fn tower_attention_speed() {
+    let threads = std::env::var("VISION_BENCH_THREADS").map_or(2, |v| v.parse().unwrap());
+    llamafile::pool::init(threads);
+    let (n, n_head, d) = (196, 12, 64);
+    let w = n_head * d;
+    let gen = |seed: usize| -> Vec<f32> {
+        (0..n * w)
+            .map(|i| ((i * 7919 + seed) % 1013) as f32 / 1013.0 - 0.5)
+            .collect()
+    };
+    let (q, k, v) = (gen(3), gen(5), gen(7));
+    let mut best = f64::MAX;
+    for _ in 0..50 {
+        let t = Instant::now();
+        std::hint::black_box(llamafile::vision::attention::attention(
+            &q, &k, &v, n, n_head, 0.125,
+        ));
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    let flops = 4.0 * (n * n * w) as f64;
+    println!(
+        "attention {n} x {n_head} heads of {d}: {:.3} ms, {:.1} GFLOP/s",
+        best * 1e3,
+        flops / best / 1e9
+    );
 }

@@ -20,6 +20,7 @@ mod tiles32;
 mod tiles32_avx2;
 mod tiles_k;
 mod tiles_k_avx2;
+mod tiles_q8_0_avx2;
 mod x8_avx2;
 mod x8_q4k_avx2;
 mod x8_q6k_avx2;
@@ -102,6 +103,8 @@ pub(super) fn avx2(mut k: Kernels) -> Option<Kernels> {
         )*};
     }
     tiles32!(Q4_0, Q4_1, Q5_0, Q5_1, Q8_0);
+    k.gemm[slot(T::Q8_0)] =
+        Some(|w, n, a, p, o, ts, rs| unsafe { tiles_q8_0_avx2::gemm(w, n, a, p, o, ts, rs) });
     install_k_tiles_avx2(&mut k);
     Some(k)
 }
