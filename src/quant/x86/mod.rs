@@ -20,7 +20,7 @@ mod tiles32;
 mod tiles32_avx2;
 mod tiles_k;
 mod tiles_k_avx2;
-mod tiles_q8_0_avx2;
+mod tiles_q8_0;
 mod x8_avx2;
 mod x8_q4k_avx2;
 mod x8_q6k_avx2;
@@ -104,7 +104,7 @@ pub(super) fn avx2(mut k: Kernels) -> Option<Kernels> {
     }
     tiles32!(Q4_0, Q4_1, Q5_0, Q5_1, Q8_0);
     k.gemm[slot(T::Q8_0)] =
-        Some(|w, n, a, p, o, ts, rs| unsafe { tiles_q8_0_avx2::gemm(w, n, a, p, o, ts, rs) });
+        Some(|w, n, a, p, o, ts, rs| unsafe { tiles_q8_0::gemm_avx2(w, n, a, p, o, ts, rs) });
     install_k_tiles_avx2(&mut k);
     Some(k)
 }
@@ -185,9 +185,13 @@ pub(super) fn avx512(mut k: Kernels) -> Option<Kernels> {
         tiles32::gemm::<tiles32::Q5_1>(w, n, a, p, o, ts, rs)
     });
     k.matvec[slot(T::Q5_1)] = Some(|w, a, o| unsafe { matvec32::matvec::<tiles32::Q5_1>(w, a, o) });
-    k.gemm[slot(T::Q8_0)] = Some(|w, n, a, p, o, ts, rs| unsafe {
-        tiles32::gemm::<tiles32::Q8_0>(w, n, a, p, o, ts, rs)
-    });
+    k.gemm[slot(T::Q8_0)] = if crate::cpu::splits_512() {
+        Some(|w, n, a, p, o, ts, rs| unsafe { tiles_q8_0::gemm_vnni(w, n, a, p, o, ts, rs) })
+    } else {
+        Some(|w, n, a, p, o, ts, rs| unsafe {
+            tiles32::gemm::<tiles32::Q8_0>(w, n, a, p, o, ts, rs)
+        })
+    };
     k.matvec[slot(T::Q8_0)] = Some(|w, a, o| unsafe { matvec32::matvec::<tiles32::Q8_0>(w, a, o) });
     Some(k)
 }
