@@ -77,12 +77,10 @@ pub fn matmul(w: &QMat, x: &[f32], n: usize, out: &mut [f32]) {
         return;
     }
     let pool = pool::global();
-    if w.x8.is_none()
-        && quant::widens_acts(w.ty)
-        && quant::has_gemm(w.ty)
-        && n >= quant::min_gemm_tokens(w.ty).max(2)
-    {
-        return tiled(w, Rows::Float(x), n, out);
+    // Batches for the tile kernels: each task converts its own tokens (rounded and widened
+    // for F16/BF16, quantized for the others), on its thread, just before its tiles read them.
+    if w.x8.is_none() && quant::has_gemm(w.ty) && n >= quant::min_gemm_tokens(w.ty).max(2) {
+        return tiled(w, x, n, out);
     }
     let act_ty = w.ty.vec_dot_type();
     let act_row = act_ty.block_bytes() * (w.cols / act_ty.block_elems());
@@ -129,12 +127,6 @@ pub fn matmul(w: &QMat, x: &[f32], n: usize, out: &mut [f32]) {
             quant::vec_dot_many(w.ty, w.cols, rows, &qx, chunk);
         });
         return;
-    }
-    // Small batches (speculative verification, a few slots decoding) take the tiles from
-    // `min_gemm_tokens` on: two tokens, except for the AVX-512 K-quant tiles, which pad to
-    // sixteen tokens and lose to the multi-row dots below eight.
-    if quant::has_gemm(w.ty) && n >= quant::min_gemm_tokens(w.ty) {
-        return tiled(w, Rows::Quantized(&qx), n, out);
     }
     if n >= MIN_TOKENS_PER_THREAD * threads {
         let block = token_block(n, threads);
@@ -195,49 +187,63 @@ fn regrouped(w: &QMat, x8: &[u8], qx: &[u8], n: usize, out: &mut [f32]) {
     transpose_into(&by_row, n, out, w.rows);
 }
 
-/// Activation rows as the tile kernels' packing starts from them.
-#[derive(Clone, Copy)]
-enum Rows<'a> {
-    /// Quantized to the weight type's partner format.
-    Quantized(&'a [u8]),
-    /// As they are (F16 and BF16 weights: rounded to the weight format and widened back when
-    /// packed).
-    Float(&'a [f32]),
-}
-
-/// Tokens `t` of `rows` packed for the tile kernels of `w`.
-fn pack(w: &QMat, rows: Rows, t: std::ops::Range<usize>) -> quant::PackedActs {
-    match rows {
-        Rows::Quantized(qx) => {
-            let at = w.ty.vec_dot_type();
-            let rb = at.block_bytes() * (w.cols / at.block_elems());
-            quant::pack_acts(w.ty, w.cols, &qx[t.start * rb..t.end * rb], t.len())
+/// Tokens `t` of the activation rows `x` packed for the tile kernels of `w`: rounded to the
+/// weight format and widened back (F16, BF16) or quantized to its partner format (the others),
+/// four rows per task (inside a task of the pool's, a token block, this runs on the task's own
+/// thread), then repacked.
+fn pack(w: &QMat, x: &[f32], t: std::ops::Range<usize>) -> quant::PackedActs {
+    let cols = w.cols;
+    let src = &x[t.start * cols..t.end * cols];
+    let widens = quant::widens_acts(w.ty);
+    let at = w.ty.vec_dot_type();
+    // Bytes (quantized) or floats (widened) per row, and per row group of a task.
+    let row = if widens {
+        cols
+    } else {
+        at.block_bytes() * (cols / at.block_elems())
+    };
+    let convert = |i: usize, n_rows: usize, dst: &mut dyn FnMut(usize, &[f32])| {
+        for (k, s) in src[i * 4 * cols..]
+            .chunks_exact(cols)
+            .take(n_rows)
+            .enumerate()
+        {
+            dst(k, s);
         }
-        Rows::Float(x) => {
-            let cols = w.cols;
-            let mut half = vec![0f32; t.len().next_multiple_of(2) * cols];
-            let src = &x[t.start * cols..t.end * cols];
-            // Four rows per task; inside a task of the pool's (a token block) this runs on
-            // the task's own thread.
-            let widen = |i: usize, dst: &mut [f32]| {
-                widen_rows(w.ty, cols, &src[i * 4 * cols..][..dst.len()], dst)
-            };
-            if t.len() >= 8 {
-                pool::global().for_each_chunk(&mut half[..t.len() * cols], 4 * cols, widen);
-            } else {
-                widen(0, &mut half[..t.len() * cols]);
-            }
-            quant::pack_widened(w.ty, cols, half, t.len())
-        }
+    };
+    if widens {
+        let mut half = vec![0f32; t.len().next_multiple_of(2) * cols];
+        let widen = |i: usize, dst: &mut [f32]| {
+            let mut scratch = Vec::new();
+            convert(i, dst.len() / row, &mut |k, s| {
+                quant::round_trip_row(w.ty, s, &mut dst[k * row..][..row], &mut scratch)
+            });
+        };
+        run_rows(&mut half[..t.len() * cols], 4 * row, t.len(), widen);
+        return quant::pack_widened(w.ty, cols, half, t.len());
     }
+    let mut qx = vec![0u8; t.len() * row];
+    let quantize = |i: usize, dst: &mut [u8]| {
+        convert(i, dst.len() / row, &mut |k, s| {
+            quant::quantize_row(at, s, &mut dst[k * row..][..row])
+        });
+    };
+    run_rows(&mut qx, 4 * row, t.len(), quantize);
+    quant::pack_acts(w.ty, cols, &qx, t.len())
 }
 
-/// The rows of `src` (`cols` elements each) rounded to `ty`'s activation format and widened
-/// back into `dst` (which may hold more rows: padding, left as it is).
-fn widen_rows(ty: GgmlType, cols: usize, src: &[f32], dst: &mut [f32]) {
-    let mut scratch = Vec::new();
-    for (d, s) in dst.chunks_exact_mut(cols).zip(src.chunks_exact(cols)) {
-        quant::round_trip_row(ty, s, d, &mut scratch);
+/// `f(i, chunk)` over `chunk`-long pieces of `buf` (`n_rows` rows): on the pool from eight rows
+/// on, else here in one piece.
+fn run_rows<T: Send>(
+    buf: &mut [T],
+    chunk: usize,
+    n_rows: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    if n_rows >= 8 {
+        pool::global().for_each_chunk(buf, chunk, f);
+    } else {
+        f(0, buf);
     }
 }
 
@@ -245,7 +251,7 @@ fn widen_rows(ty: GgmlType, cols: usize, src: &[f32], dst: &mut [f32]) {
 /// packing its own tokens, so packing runs on the pool and its output is still in cache when
 /// the tiles read it; or, for a few tokens, packed once and split by weight rows (then
 /// transposed).
-fn tiled(w: &QMat, rows: Rows, n: usize, out: &mut [f32]) {
+fn tiled(w: &QMat, x: &[f32], n: usize, out: &mut [f32]) {
     let pool = pool::global();
     let threads = pool.threads();
     let pairs = n.div_ceil(2);
@@ -263,12 +269,12 @@ fn tiled(w: &QMat, rows: Rows, n: usize, out: &mut [f32]) {
             .next_multiple_of(quant::pair_align(w.ty));
         pool.for_each_chunk(out, 2 * block * w.rows, |i, o| {
             let t0 = 2 * i * block;
-            let packed = pack(w, rows, t0..(t0 + 2 * block).min(n));
+            let packed = pack(w, x, t0..(t0 + 2 * block).min(n));
             quant::gemm(w.data, w.rows, &packed, 0..packed.n_pairs(), o, w.rows, 1);
         });
         return;
     }
-    let packed = pack(w, rows, 0..n);
+    let packed = pack(w, x, 0..n);
     let rb = w.row_bytes();
     let rows_per_task = task_rows(w.rows, threads);
     let mut by_row = vec![0f32; w.rows * n];
