@@ -1218,9 +1218,18 @@ fn image_args(text: &Path, mmproj: &Path, pic: &Path) -> Vec<String> {
 /// The fake driver's launch count of one `-n 1` LLaVA run with an image, `-ngl 99` and `extra`,
 /// and its stderr.
 fn image_run_launches(dir: &Path, extra: &[&str], tag: &str) -> Option<(usize, String)> {
-    let (text, mmproj) = common::llava::pair()?;
+    pair_run_launches(common::llava::pair()?, dir, extra, tag)
+}
+
+/// [`image_run_launches`] for the text model and projector `pair`.
+fn pair_run_launches(
+    (text, mmproj): (PathBuf, PathBuf),
+    dir: &Path,
+    extra: &[&str],
+    tag: &str,
+) -> Option<(usize, String)> {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let pic = tmp.join(format!("gpu-encoder-{}.png", std::process::id()));
+    let pic = tmp.join(format!("gpu-encoder-{tag}-{}.png", std::process::id()));
     std::fs::write(&pic, common::llava::picture_png(84, 84)).unwrap();
     let log = tmp.join(format!("encoder-launches-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_file(&log);
@@ -1268,7 +1277,16 @@ fn the_image_encoder_goes_to_the_gpu_unless_told_not_to() {
     // the MLP head's two products one at a time (its biases on the CPU). The patch embedding is
     // its own product, on the CPU.
     let (_, mmproj) = common::llava::pair().unwrap();
-    let file = std::sync::Arc::new(llamafile::gguf::GgufFile::open(&mmproj).unwrap());
+    let (blocks, depth) = tower_block_launches(&mmproj);
+    assert!(blocks > 13 * depth, "the synthetic CLIP has biases");
+    assert_eq!(with - without, blocks + 2, "{with} against {without}");
+}
+
+/// The device launches of one pass through `mmproj`'s tower run whole on the device, and its
+/// depth: for each block, two layer norms, six products, a bias add after each product that
+/// has a bias, the key/value store, attention, the activation and two residual adds.
+fn tower_block_launches(mmproj: &Path) -> (usize, usize) {
+    let file = std::sync::Arc::new(llamafile::gguf::GgufFile::open(mmproj).unwrap());
     let biases = |il: usize| {
         [
             "attn_q", "attn_k", "attn_v", "attn_out", "ffn_up", "ffn_down",
@@ -1282,9 +1300,29 @@ fn the_image_encoder_goes_to_the_gpu_unless_told_not_to() {
     };
     let proj = llamafile::vision::Projector::load(file.clone()).unwrap();
     let depth = proj.hparams.blocks_run(proj.ty);
-    let blocks: usize = (0..depth).map(|il| 13 + biases(il)).sum();
-    assert!(blocks > 13 * depth, "the synthetic CLIP has biases");
-    assert_eq!(with - without, blocks + 2, "{with} against {without}");
+    ((0..depth).map(|il| 13 + biases(il)).sum(), depth)
+}
+
+/// MiniCPM-V's SigLIP tower takes the device's whole-block path as LLaVA's CLIP does, and the
+/// resampler's six products (kv, q, k, v, out, proj) go there one at a time; its cross
+/// attention, layer norms and key positions stay on the CPU. A small picture is the overview
+/// alone: one pass.
+#[test]
+fn minicpmv_tower_and_resampler_products_go_to_the_gpu() {
+    let Some(dir) = fake_driver("full", &[]) else {
+        return;
+    };
+    let Some(pair) = common::llava::family_pair("minicpmv") else {
+        return;
+    };
+    let mmproj = pair.1.clone();
+    let (with, err_with) = pair_run_launches(pair.clone(), &dir, &[], "minicpmv-on").unwrap();
+    let (without, err_without) =
+        pair_run_launches(pair, &dir, &["--no-mmproj-offload"], "minicpmv-off").unwrap();
+    assert!(err_with.contains("the image encoder's"), "{err_with}");
+    assert!(!err_without.contains("image encoder"), "{err_without}");
+    let (blocks, _) = tower_block_launches(&mmproj);
+    assert_eq!(with - without, blocks + 6, "{with} against {without}");
 }
 
 #[test]
