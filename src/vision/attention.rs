@@ -40,10 +40,47 @@ pub fn cross_attention(
     n_head: usize,
     scale: f32,
 ) -> Vec<f32> {
-    attention_with(crate::cpu::isa(), q, k, v, n, n_head, scale)
+    let mut out = Vec::new();
+    attention_into(
+        q,
+        k,
+        v,
+        n,
+        n_head,
+        scale,
+        &mut AttentionBuffers::default(),
+        &mut out,
+    );
+    out
 }
 
-/// [`cross_attention`] with the kernels of `isa` (which this CPU must support).
+/// The working memory of [`attention_into`], kept from call to call of a pass (a tower's
+/// blocks), so that its pages are faulted in once.
+#[derive(Default)]
+pub struct AttentionBuffers {
+    /// Each head's keys transposed.
+    kt: Vec<f32>,
+    /// The results head by head.
+    by_head: Vec<f32>,
+}
+
+/// [`cross_attention`] into `out` (resized; every value written), its working memory in `bufs`.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_into(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    n: usize,
+    n_head: usize,
+    scale: f32,
+    bufs: &mut AttentionBuffers,
+    out: &mut Vec<f32>,
+) {
+    attention_with(crate::cpu::isa(), q, k, v, n, n_head, scale, bufs, out)
+}
+
+/// [`attention_into`] with the kernels of `isa` (which this CPU must support).
+#[allow(clippy::too_many_arguments)]
 fn attention_with(
     isa: Isa,
     q: &[f32],
@@ -52,27 +89,35 @@ fn attention_with(
     n: usize,
     n_head: usize,
     scale: f32,
-) -> Vec<f32> {
+    bufs: &mut AttentionBuffers,
+    out: &mut Vec<f32>,
+) {
     let width = k.len() / n;
     let d = width / n_head;
     let n_query = q.len() / width;
     let n_pad = n.next_multiple_of(KEY_PAD);
     // Each head's keys transposed (`d × n_pad`, the padding keys zero).
-    let mut kt = vec![0f32; n_head * d * n_pad];
-    pool::global().for_each_chunk(&mut kt, d * n_pad, |h, kt| {
+    let kt = &mut bufs.kt;
+    kt.resize(n_head * d * n_pad, 0.0);
+    pool::global().for_each_chunk(kt, d * n_pad, |h, kt| {
         for j in 0..n {
             for (c, &x) in k[j * width + h * d..][..d].iter().enumerate() {
                 kt[c * n_pad + j] = x;
             }
         }
+        for c in 0..d {
+            kt[c * n_pad + n..(c + 1) * n_pad].fill(0.0);
+        }
     });
+    let kt = &bufs.kt;
     let blocks = n_query.div_ceil(QUERY_BLOCK);
     // Head-major scratch, each head padded to whole query blocks, so that one task owns one
     // contiguous chunk: (head, block) = divmod(task, blocks).
     let padded = blocks * QUERY_BLOCK;
-    let mut by_head = vec![0f32; n_head * padded * d];
+    let by_head = &mut bufs.by_head;
+    by_head.resize(n_head * padded * d, 0.0);
     let zero_query = vec![0f32; d];
-    pool::global().for_each_chunk(&mut by_head, QUERY_BLOCK * d, |task, out| {
+    pool::global().for_each_chunk(by_head, QUERY_BLOCK * d, |task, out| {
         let (h, blk) = (task / blocks, task % blocks);
         let head = Head {
             kt: &kt[h * d * n_pad..][..d * n_pad],
@@ -108,13 +153,12 @@ fn attention_with(
             with_isa(isa, tile);
         }
     });
-    let mut out = vec![0f32; n_query * width];
+    out.resize(n_query * width, 0.0);
     for h in 0..n_head {
         for i in 0..n_query {
             out[i * width + h * d..][..d].copy_from_slice(&by_head[(h * padded + i) * d..][..d]);
         }
     }
-    out
 }
 
 /// One head's keys (transposed, padded to `n_pad`) and values (columns `col..col + d` of
@@ -471,9 +515,15 @@ mod tests {
                     .collect()
             };
             let (q, k, v) = (gen(3, n * w), gen(5, n * w), gen(7, n * w));
-            let base = attention_with(Isa::Scalar, &q, &k, &v, n, n_head, 0.3);
+            let run = |isa| {
+                let mut out = Vec::new();
+                let mut bufs = AttentionBuffers::default();
+                attention_with(isa, &q, &k, &v, n, n_head, 0.3, &mut bufs, &mut out);
+                out
+            };
+            let base = run(Isa::Scalar);
             for isa in crate::cpu::available() {
-                let got = attention_with(isa, &q, &k, &v, n, n_head, 0.3);
+                let got = run(isa);
                 assert!(
                     got.iter()
                         .zip(&base)
@@ -481,6 +531,32 @@ mod tests {
                     "attention {isa:?} n {n} d {d}"
                 );
             }
+        }
+    }
+
+    /// Buffers kept from a larger call give a smaller one the bits of fresh buffers (the
+    /// padding keys are zeroed again, the output is resized).
+    #[test]
+    fn reused_buffers_give_fresh_buffers_bits() {
+        let gen = |s: usize, len: usize| -> Vec<f32> {
+            (0..len)
+                .map(|i| (((i * s) % 29) as f32 - 14.0) * 0.09)
+                .collect()
+        };
+        let mut bufs = AttentionBuffers::default();
+        let mut out = Vec::new();
+        for n in [70, 45, 3, 45] {
+            let (n_head, w) = (2, 2 * 24);
+            let (q, k, v) = (gen(3, n * w), gen(5, n * w), gen(7, n * w));
+            attention_into(&q, &k, &v, n, n_head, 0.3, &mut bufs, &mut out);
+            let fresh = attention(&q, &k, &v, n, n_head, 0.3);
+            assert_eq!(out.len(), fresh.len());
+            assert!(
+                out.iter()
+                    .zip(&fresh)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "n {n}"
+            );
         }
     }
 }

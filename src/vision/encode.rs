@@ -6,7 +6,7 @@
 //! 1..=n_patches through a two-layer MLP with GELU; `gemma3` average-pools the patch grid,
 //! RMS-normalises and projects (`head.rs`); `idefics3` pixel-shuffles and projects.
 
-use super::attention::attention;
+use super::attention::{attention, attention_into, AttentionBuffers};
 use super::clip::{Block, FfnActivation, Head, Linear, Norm, Projector};
 use super::layers::{
     add_rows, gelu_in_place, gelu_quick_in_place, layer_norm_rows, matmul_f32, silu_in_place,
@@ -148,8 +148,9 @@ impl Projector {
                 return;
             }
         }
+        let mut scratch = BlockScratch::default();
         for b in blocks {
-            self.block(b, x, n, None);
+            self.block(b, x, n, None, &mut scratch);
         }
     }
 
@@ -173,55 +174,101 @@ impl Projector {
     }
 
     /// One LayerNorm ViT block on `x` (`n × n_embd`) in place, the queries and keys turned by
-    /// `rotate` where the tower has a RoPE (Qwen2-VL, Llama 4).
-    pub(super) fn block(&self, b: &Block, x: &mut [f32], n: usize, rotate: Option<Rotate>) {
+    /// `rotate` where the tower has a RoPE (Qwen2-VL, Llama 4); its steps write into `s`.
+    pub(super) fn block(
+        &self,
+        b: &Block,
+        x: &mut [f32],
+        n: usize,
+        rotate: Option<Rotate>,
+        s: &mut BlockScratch,
+    ) {
         let h = &self.hparams;
         let e = h.n_embd;
-        let mut cur = x.to_vec();
-        layer_norm_rows(&mut cur, e, &b.ln1.w, &b.ln1.b, h.eps);
-        let mut q = self.linear(&b.q, &cur, n);
-        let mut k = self.linear(&b.k, &cur, n);
-        let v = self.linear(&b.v, &cur, n);
+        s.cur.clear();
+        s.cur.extend_from_slice(x);
+        layer_norm_rows(&mut s.cur, e, &b.ln1.w, &b.ln1.b, h.eps);
+        self.linear_into(&b.q, &s.cur, n, &mut s.q);
+        self.linear_into(&b.k, &s.cur, n, &mut s.k);
+        self.linear_into(&b.v, &s.cur, n, &mut s.v);
         if let Some(rotate) = rotate {
-            rotate(&mut q);
-            rotate(&mut k);
+            rotate(&mut s.q);
+            rotate(&mut s.k);
         }
         let scale = 1.0 / ((e / h.n_head) as f32).sqrt();
-        let att = self.attend(&q, &k, &v, n, h.n_head, scale);
-        let o = self.linear(&b.o, &att, n);
-        for (xv, ov) in x.iter_mut().zip(&o) {
+        match self
+            .device
+            .as_ref()
+            .and_then(|d| d.attention(&s.q, &s.k, &s.v, n, h.n_head, scale))
+        {
+            Some(att) => s.att = att,
+            None => attention_into(
+                &s.q,
+                &s.k,
+                &s.v,
+                n,
+                h.n_head,
+                scale,
+                &mut s.bufs,
+                &mut s.att,
+            ),
+        }
+        self.linear_into(&b.o, &s.att, n, &mut s.o);
+        for (xv, ov) in x.iter_mut().zip(&s.o) {
             *xv += ov;
         }
-        cur.copy_from_slice(x);
-        layer_norm_rows(&mut cur, e, &b.ln2.w, &b.ln2.b, h.eps);
-        let mut up = self.linear(&b.up, &cur, n);
+        s.cur.copy_from_slice(x);
+        layer_norm_rows(&mut s.cur, e, &b.ln2.w, &b.ln2.b, h.eps);
+        self.linear_into(&b.up, &s.cur, n, &mut s.up);
         match h.ffn_act {
-            FfnActivation::Gelu => gelu_in_place(&mut up),
-            FfnActivation::GeluQuick => gelu_quick_in_place(&mut up),
-            FfnActivation::Silu => silu_in_place(&mut up),
+            FfnActivation::Gelu => gelu_in_place(&mut s.up),
+            FfnActivation::GeluQuick => gelu_quick_in_place(&mut s.up),
+            FfnActivation::Silu => silu_in_place(&mut s.up),
         }
-        let down = self.linear(&b.down, &up, n);
-        for (xv, dv) in x.iter_mut().zip(&down) {
+        self.linear_into(&b.down, &s.up, n, &mut s.o);
+        for (xv, dv) in x.iter_mut().zip(&s.o) {
             *xv += dv;
         }
     }
 
     /// `x · Wᵀ + b` for `n` rows of `x`, the product on the encoder's device when it takes it.
     pub(super) fn linear(&self, l: &Linear, x: &[f32], n: usize) -> Vec<f32> {
+        let mut out = Vec::new();
+        self.linear_into(l, x, n, &mut out);
+        out
+    }
+
+    /// [`Projector::linear`] into `out`, resized to `n` rows (every value is written).
+    fn linear_into(&self, l: &Linear, x: &[f32], n: usize, out: &mut Vec<f32>) {
         let w = l.w.mat(&self.file);
-        let mut out = vec![0f32; n * w.rows];
+        out.resize(n * w.rows, 0.0);
         let on_device = self
             .device
             .as_ref()
-            .is_some_and(|d| d.matmul(&w, x, n, &mut out));
+            .is_some_and(|d| d.matmul(&w, x, n, out));
         if !on_device {
-            matmul(&w, x, n, &mut out);
+            matmul(&w, x, n, out);
         }
         if let Some(b) = &l.b {
-            add_rows(&mut out, b);
+            add_rows(out, b);
         }
-        out
     }
+}
+
+/// The buffers a ViT block's steps write into, kept from block to block of a pass: a tower's
+/// activations are large enough that fresh ones come from `mmap`, and faulting their pages in
+/// (zeroed by the kernel, on the calling thread while the pool's workers wait) cost 5-10% of
+/// a SigLIP-base encode on two threads.
+#[derive(Default)]
+pub(super) struct BlockScratch {
+    cur: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    att: Vec<f32>,
+    bufs: AttentionBuffers,
+    o: Vec<f32>,
+    up: Vec<f32>,
 }
 
 impl Projector {

@@ -16,6 +16,7 @@
 use std::sync::Arc;
 
 use super::clip::{Head, Linear, Lookup, Projector, VisionHparams};
+use super::encode::BlockScratch;
 use super::layers::{gelu_in_place, layer_norm_rows};
 use super::preprocess::PlanarImage;
 use super::VisionError;
@@ -164,8 +165,9 @@ impl Projector {
         }
         let d = e / hp.n_head;
         let rope = Rope2d::new(d, side);
+        let mut scratch = BlockScratch::default();
         for blk in &self.blocks {
-            self.block(blk, &mut x, n, Some(&|q| rope.apply(q)));
+            self.block(blk, &mut x, n, Some(&|q| rope.apply(q)), &mut scratch);
         }
         if let Some(ln) = &self.post_ln {
             layer_norm_rows(&mut x, e, &ln.w, &ln.b, hp.eps);

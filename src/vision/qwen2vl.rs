@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use super::clip::{Block, Head, Linear, Lookup, Norm, Projector, VisionHparams};
-use super::encode::conv_patches;
+use super::encode::{conv_patches, BlockScratch};
 use super::layers::{gelu_in_place, layer_norm_rows};
 use super::preprocess::{fit_to_steps, PlanarImage};
 use super::VisionError;
@@ -175,8 +175,9 @@ impl Projector {
         }
         let d = e / hp.n_head;
         let rope = VisionRope::new(d, &pos);
+        let mut scratch = BlockScratch::default();
         for blk in &self.blocks {
-            self.block(blk, &mut x, n, Some(&|t| rope.apply(t, d)));
+            self.block(blk, &mut x, n, Some(&|t| rope.apply(t, d)), &mut scratch);
         }
         if let Some(ln) = &self.post_ln {
             layer_norm_rows(&mut x, e, &ln.w, &ln.b, hp.eps);
