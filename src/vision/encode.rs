@@ -6,7 +6,7 @@
 //! 1..=n_patches through a two-layer MLP with GELU; `gemma3` average-pools the patch grid,
 //! RMS-normalises and projects (`head.rs`); `idefics3` pixel-shuffles and projects.
 
-use super::attention::{attention, attention_into, AttentionBuffers};
+use super::attention::{attention_into, AttentionBuffers};
 use super::clip::{Block, FfnActivation, Head, Linear, Norm, Projector};
 use super::layers::{
     add_rows, gelu_in_place, gelu_quick_in_place, layer_norm_rows, matmul_f32, silu_in_place,
@@ -196,23 +196,16 @@ impl Projector {
             rotate(&mut s.k);
         }
         let scale = 1.0 / ((e / h.n_head) as f32).sqrt();
-        match self
-            .device
-            .as_ref()
-            .and_then(|d| d.attention(&s.q, &s.k, &s.v, n, h.n_head, scale))
-        {
-            Some(att) => s.att = att,
-            None => attention_into(
-                &s.q,
-                &s.k,
-                &s.v,
-                n,
-                h.n_head,
-                scale,
-                &mut s.bufs,
-                &mut s.att,
-            ),
-        }
+        self.attend_into(
+            &s.q,
+            &s.k,
+            &s.v,
+            n,
+            h.n_head,
+            scale,
+            &mut s.bufs,
+            &mut s.att,
+        );
         self.linear_into(&b.o, &s.att, n, &mut s.o);
         for (xv, ov) in x.iter_mut().zip(&s.o) {
             *xv += ov;
@@ -272,7 +265,7 @@ pub(super) struct BlockScratch {
 }
 
 impl Projector {
-    /// Self-attention over all `n` positions ([`attention`]), on the encoder's device when it
+    /// Self-attention over all `n` positions ([`attention_into`]), on the encoder's device when it
     /// takes it.
     pub(super) fn attend(
         &self,
@@ -283,10 +276,33 @@ impl Projector {
         n_head: usize,
         scale: f32,
     ) -> Vec<f32> {
-        self.device
+        let mut out = Vec::new();
+        let mut bufs = AttentionBuffers::default();
+        self.attend_into(q, k, v, n, n_head, scale, &mut bufs, &mut out);
+        out
+    }
+
+    /// [`Projector::attend`] into `out`, the CPU's working memory in `bufs`.
+    #[allow(clippy::too_many_arguments)]
+    fn attend_into(
+        &self,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        n: usize,
+        n_head: usize,
+        scale: f32,
+        bufs: &mut AttentionBuffers,
+        out: &mut Vec<f32>,
+    ) {
+        match self
+            .device
             .as_ref()
             .and_then(|d| d.attention(q, k, v, n, n_head, scale))
-            .unwrap_or_else(|| attention(q, k, v, n, n_head, scale))
+        {
+            Some(att) => *out = att,
+            None => attention_into(q, k, v, n, n_head, scale, bufs, out),
+        }
     }
 
     /// Runs the matrix products and attention on `device` from now on (`None`: the CPU).
