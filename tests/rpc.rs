@@ -121,12 +121,16 @@ fn protocol_round_trip_against_a_real_worker() {
 
 #[test]
 fn an_unreachable_worker_and_a_bad_endpoint_are_one_line_each() {
-    let port = TcpListener::bind("127.0.0.1:0")
+    // A free port on 127.0.0.2: the workers of the tests running beside this one listen on
+    // 127.0.0.1 and pick their ports the same way, so one of them once took this port between
+    // the pick and the connect (a worker answered, then reset) on 127.0.0.1.
+    let host = "127.0.0.2";
+    let port = TcpListener::bind(format!("{host}:0"))
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let err = Conn::connect(&format!("127.0.0.1:{port}"), Duration::from_secs(2))
+    let err = Conn::connect(&format!("{host}:{port}"), Duration::from_secs(2))
         .err()
         .unwrap()
         .to_string();
@@ -146,7 +150,7 @@ fn an_unreachable_worker_and_a_bad_endpoint_are_one_line_each() {
         "-n",
         "2",
         "--rpc",
-        &format!("127.0.0.1:{port}"),
+        &format!("{host}:{port}"),
     ]);
     common::assert_one_line_error(&out, "cannot connect");
     let out = llamafile(&["-m", m, "-p", "hi", "-n", "2", "--rpc", "nohost"]);
