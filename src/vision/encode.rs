@@ -250,8 +250,8 @@ impl Projector {
 
 /// The buffers a ViT block's steps write into, kept from block to block of a pass: a tower's
 /// activations are large enough that fresh ones come from `mmap`, and faulting their pages in
-/// (zeroed by the kernel, on the calling thread while the pool's workers wait) cost 5-10% of
-/// a SigLIP-base encode on two threads.
+/// (zeroed by the kernel, on the calling thread while the pool's workers wait) cost about a
+/// tenth of a SigLIP-base encode on two threads.
 #[derive(Default)]
 pub(super) struct BlockScratch {
     cur: Vec<f32>,
